@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Prepare this machine for Eagle Eye: a project virtualenv (.venv) with the package and the
+# given extras, plus, with --system, the Debian tools the tests drive (prometheus/promtool,
+# kubectl, chromium, tmux). Safe to re-run: it only installs what is missing.
+#   usage: scripts/setup.sh [--system] [EXTRAS]     (default extras: server)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+system=0
+if [[ "${1:-}" == "--system" ]]; then system=1; shift; fi
+extras="${1:-server}"
+PYTHON="${PYTHON:-python3}"
+
+if [[ $system == 1 ]]; then
+  need=()
+  command -v prometheus >/dev/null || need+=(prometheus)
+  command -v promtool >/dev/null || need+=(prometheus)
+  command -v kubectl >/dev/null || need+=(kubectl)
+  command -v chromium >/dev/null || need+=(chromium)
+  command -v tmux >/dev/null || need+=(tmux)
+  if ((${#need[@]})); then
+    if [[ $(id -u) != 0 ]]; then
+      echo "setup: missing ${need[*]}; run as root or install them with apt-get" >&2
+      exit 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
+  fi
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  "$PYTHON" -m venv .venv
+fi
+stamp=".venv/.eagle-eye-$extras-$(sha256sum pyproject.toml | cut -c1-16)"
+if [[ ! -f "$stamp" ]]; then
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e ".[$extras]"
+  touch "$stamp"
+fi

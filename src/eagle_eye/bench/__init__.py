@@ -1,0 +1,1 @@
+"""Benchmarks: each prints JSON and compares against a named peer in the same run."""

@@ -1,0 +1,1 @@
+"""NATS plumbing shared by every component: connection options and an embedded server."""

@@ -1,0 +1,1 @@
+"""Monitoring: the exporter, Prometheus rules, Grafana dashboards, the live dashboard."""

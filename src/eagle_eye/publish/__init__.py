@@ -1,0 +1,1 @@
+"""Engine side: the background publisher, the vLLM plugin and the metrics agent."""

@@ -1,0 +1,489 @@
+"""The engine-side publisher: hand it a sample per step, it keeps NATS up to date.
+
+Why it is shaped like this: ``offer()`` runs on the engine's step path (vLLM's output
+handler), so it only stores a reference and, at most once per send, pokes a background
+thread. Everything slow (building the snapshot, JSON, the socket, reconnecting) happens
+on that thread's own event loop. Only the newest sample per instance matters to a
+router, so samples that arrive faster than they can be sent are coalesced, not queued:
+memory stays constant through any NATS outage.
+
+One ``Publisher`` holds one NATS connection and serves any number of ``Channel``s (one
+per engine rank: vLLM's data-parallel ranks in one process, or the simulator's engines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import logging
+import threading
+import time
+import weakref
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+import nats
+from nats.aio.client import Client as NatsClient
+
+from eagle_eye import subjects
+from eagle_eye.bus.connect import connect_options
+from eagle_eye.settings import NatsSettings
+from eagle_eye.snapshot import EngineState, Snapshot, SnapshotError, encode
+
+log = logging.getLogger(__name__)
+
+_BACKOFF_START_S: Final = 0.25
+_BACKOFF_MAX_S: Final = 5.0
+_EWMA_ALPHA: Final = 0.2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstanceIdentity:
+    """Who is publishing: the fields of a snapshot that do not change per step."""
+
+    instance_id: str
+    model: str
+    engine: str
+    endpoint: str | None = None
+    engine_version: str | None = None
+    dp_rank: int = 0
+    lora_adapters: tuple[str, ...] = ()
+    kv_capacity_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sample:
+    """An engine rank's state at one instant, as cheap to build as possible.
+
+    Counters are cumulative since the publisher started so that coalescing (dropping all
+    but the newest sample) never loses counts; the sender turns them into per-message
+    deltas and rates.
+    """
+
+    running: int = 0
+    waiting: int = 0
+    kv_usage: float | None = None
+    prefix_cache_queries_total: int | None = None
+    prefix_cache_hits_total: int | None = None
+    preemptions_total: int | None = None
+    prompt_tokens_total: int | None = None
+    generation_tokens_total: int | None = None
+    ttft_recent_s: float | None = None
+    itl_recent_s: float | None = None
+    step: int | None = None
+    state: EngineState = EngineState.READY
+    monotonic_s: float = 0.0
+    """``time.monotonic()`` when sampled; 0 means "now" at send time."""
+
+
+@dataclass(slots=True)
+class PublisherStats:
+    """Counters a publisher keeps about itself (exposed in logs, ``bench`` and tests)."""
+
+    sent: int = 0
+    """Snapshots handed to the NATS connection."""
+    coalesced: int = 0
+    """Samples replaced by a newer one before they were sent."""
+    dropped: int = 0
+    """Send attempts skipped because NATS was not connected (the newest is sent later)."""
+    failed: int = 0
+    """Snapshots that could not be encoded or published."""
+    offer_errors: int = 0
+    """Exceptions caught on the engine side (never propagated into the engine)."""
+    connects: int = 0
+    syncs: int = 0
+
+
+class Channel:
+    """One engine rank's lane into a ``Publisher``."""
+
+    __slots__ = (
+        "__weakref__",
+        "_force",
+        "_identity",
+        "_last_sent_mono",
+        "_last_sent_sample",
+        "_latest",
+        "_publisher",
+        "_rate",
+        "_seq",
+        "_subject",
+        "_unsent",
+    )
+
+    def __init__(self, publisher: Publisher, identity: InstanceIdentity, subject: str) -> None:
+        self._publisher = publisher
+        self._identity = identity
+        self._subject = subject
+        self._latest: Sample = Sample(state=EngineState.LOADING)
+        self._unsent = True
+        self._force = False
+        self._seq = 0
+        self._last_sent_mono = 0.0
+        self._last_sent_sample: Sample | None = None
+        self._rate: float | None = None
+
+    @property
+    def identity(self) -> InstanceIdentity:
+        return self._identity
+
+    @property
+    def subject(self) -> str:
+        return self._subject
+
+    @property
+    def latest(self) -> Sample:
+        return self._latest
+
+    def update_identity(self, **changes: Any) -> None:
+        """Change static fields (e.g. KV capacity once the engine knows it)."""
+        self._identity = replace(self._identity, **changes)
+
+    def offer(self, sample: Sample) -> None:
+        """Make ``sample`` the newest state. Never blocks, never raises."""
+        try:
+            if self._unsent:
+                self._publisher.stats.coalesced += 1
+            self._latest = sample
+            self._unsent = True
+            self._publisher._wake_threadsafe()
+        except Exception:  # pragma: no cover - defensive: never raise into the engine
+            self._publisher.stats.offer_errors += 1
+
+    def build_snapshot(self, now_wall_s: float, now_mono_s: float) -> Snapshot:
+        """The snapshot for the newest sample (sender thread only)."""
+        sample, ident, prev = self._latest, self._identity, self._last_sent_sample
+        step_prompt = _delta(sample.prompt_tokens_total, prev.prompt_tokens_total if prev else None)
+        step_gen = _delta(
+            sample.generation_tokens_total, prev.generation_tokens_total if prev else None
+        )
+        if step_gen is not None and prev is not None and sample.monotonic_s > prev.monotonic_s:
+            rate = step_gen / (sample.monotonic_s - prev.monotonic_s)
+            self._rate = rate if self._rate is None else self._rate + 0.3 * (rate - self._rate)
+        elif step_gen == 0 and self._rate is not None and sample.running == 0:
+            self._rate = 0.0
+        self._seq += 1
+        age_s = now_mono_s - sample.monotonic_s if sample.monotonic_s else 0.0
+        return Snapshot(
+            instance_id=ident.instance_id,
+            model=ident.model,
+            engine=ident.engine,
+            seq=self._seq,
+            timestamp_s=now_wall_s - max(0.0, age_s),
+            state=sample.state,
+            endpoint=ident.endpoint,
+            engine_version=ident.engine_version,
+            dp_rank=ident.dp_rank,
+            lora_adapters=ident.lora_adapters,
+            running=sample.running,
+            waiting=sample.waiting,
+            kv_usage=sample.kv_usage,
+            kv_capacity_tokens=ident.kv_capacity_tokens,
+            prefix_cache_queries_total=sample.prefix_cache_queries_total,
+            prefix_cache_hits_total=sample.prefix_cache_hits_total,
+            preemptions_total=sample.preemptions_total,
+            step_prompt_tokens=step_prompt,
+            step_generation_tokens=step_gen,
+            ttft_recent_s=sample.ttft_recent_s,
+            itl_recent_s=sample.itl_recent_s,
+            generation_tokens_per_s=None if self._rate is None else max(0.0, self._rate),
+            step=sample.step,
+        )
+
+    def mark_sent(self, now_mono_s: float) -> None:
+        self._last_sent_mono = now_mono_s
+        self._last_sent_sample = self._latest
+
+
+def _delta(now: int | None, before: int | None) -> int | None:
+    """Counter increase since the last message (the whole counter on the first one)."""
+    if now is None:
+        return None
+    if before is None:
+        return now
+    return max(0, now - before)
+
+
+class Publisher:
+    """Background NATS sender shared by the channels of one process.
+
+    ``settings`` None makes an inert publisher: channels accept samples and nothing is
+    sent (the plugin uses this when no NATS URL is configured).
+    """
+
+    def __init__(
+        self,
+        settings: NatsSettings | None,
+        *,
+        subject: str = subjects.ROUTING_METRICS,
+        subject_mode: subjects.SubjectMode = subjects.SubjectMode.FLAT,
+        heartbeat_s: float = 1.0,
+        client_name: str = "eagle-eye-publisher",
+    ) -> None:
+        self._settings = settings
+        self._subject = subject
+        self._subject_mode = subject_mode
+        self._heartbeat_s = heartbeat_s
+        self._client_name = client_name
+        self._channels: list[Channel] = []
+        self._channels_lock = threading.Lock()
+        self.stats = PublisherStats()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._wake_pending = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._nc: NatsClient | None = None
+        self._connected = threading.Event()
+        self._stopped = threading.Event()
+        if settings is not None:
+            self._start_thread()
+            _LIVE_PUBLISHERS.add(self)
+
+    # -- engine side -------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        return self._settings is not None
+
+    @property
+    def connected(self) -> bool:
+        nc = self._nc
+        return nc is not None and nc.is_connected
+
+    def wait_connected(self, timeout_s: float) -> bool:
+        """Block until the first connection is up (for tools and tests, not the engine)."""
+        return self._connected.wait(timeout_s)
+
+    def channel(self, identity: InstanceIdentity) -> Channel:
+        """A new lane for one engine rank; its first message says ``loading``."""
+        subject = subjects.snapshot_subject(
+            self._subject,
+            self._subject_mode,
+            model=identity.model,
+            instance_id=identity.instance_id,
+            dp_rank=identity.dp_rank,
+        )
+        channel = Channel(self, identity, subject)
+        with self._channels_lock:
+            self._channels.append(channel)
+        self._wake_threadsafe()
+        return channel
+
+    def remove(self, channel: Channel, *, final_state: EngineState = EngineState.STOPPING) -> None:
+        """Send ``final_state`` for ``channel`` (best effort), then forget it."""
+        channel.offer(replace(channel.latest, state=final_state, monotonic_s=time.monotonic()))
+        loop = self._loop
+        if loop is not None and not self._stopping and loop.is_running():
+            future = asyncio.run_coroutine_threadsafe(self._send_one(channel), loop)
+            try:
+                future.result(timeout=1.0)
+            except Exception:
+                log.debug("final snapshot for %s not sent", channel.identity.instance_id)
+        with self._channels_lock:
+            if channel in self._channels:
+                self._channels.remove(channel)
+
+    def _wake_threadsafe(self) -> None:
+        if self._wake_pending or self._loop is None:
+            return
+        self._wake_pending = True
+        try:
+            self._loop.call_soon_threadsafe(self._set_wake)
+        except RuntimeError:  # loop closed during shutdown
+            self._wake_pending = False
+
+    def _set_wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def _start_thread(self) -> None:
+        started = threading.Event()
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._wake = asyncio.Event()
+            started.set()
+            try:
+                loop.run_until_complete(self._run())
+            except Exception:
+                log.exception("eagle-eye publisher stopped on an unexpected error")
+            finally:
+                self._stopped.set()
+                loop.close()
+
+        self._thread = threading.Thread(target=main, name="eagle-eye-publisher", daemon=True)
+        self._thread.start()
+        started.wait(5.0)
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Publish ``stopping`` for every channel, flush, disconnect. Idempotent."""
+        if self._stopping or self._loop is None:
+            return
+        loop = self._loop
+        try:
+            future = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
+            future.result(timeout=timeout_s)
+        except Exception:
+            log.debug("eagle-eye publisher did not shut down cleanly", exc_info=True)
+        self._stopping = True
+        if loop.is_running():
+            loop.call_soon_threadsafe(self._set_wake)
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        _LIVE_PUBLISHERS.discard(self)
+
+    async def _shutdown(self) -> None:
+        now = time.monotonic()
+        for channel in self._snapshot_channels():
+            channel._latest = replace(channel.latest, state=EngineState.STOPPING, monotonic_s=now)
+            channel._unsent = True
+        await self._send_due(force_all=True)
+        self._stopping = True
+        nc = self._nc
+        if nc is not None and nc.is_connected:
+            with contextlib.suppress(Exception):
+                await nc.flush(timeout=1)
+        if nc is not None:
+            await nc.close()
+        self._set_wake()
+
+    # -- sender thread -----------------------------------------------------------------
+
+    def _snapshot_channels(self) -> list[Channel]:
+        with self._channels_lock:
+            return list(self._channels)
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        connector = asyncio.ensure_future(self._connect_forever())
+        try:
+            while not self._stopping:
+                timeout = self._heartbeat_s / 4
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout)
+                self._wake.clear()
+                self._wake_pending = False
+                if not self._stopping:
+                    await self._send_due(force_all=False)
+        finally:
+            connector.cancel()
+
+    async def _send_due(self, *, force_all: bool) -> None:
+        now_mono = time.monotonic()
+        for channel in self._snapshot_channels():
+            heartbeat_due = now_mono - channel._last_sent_mono >= self._heartbeat_s
+            if force_all or channel._unsent or channel._force or heartbeat_due:
+                await self._send_one(channel, now_mono)
+
+    async def _send_one(self, channel: Channel, now_mono: float | None = None) -> None:
+        nc = self._nc
+        now_mono = time.monotonic() if now_mono is None else now_mono
+        if nc is None or not nc.is_connected:
+            if channel._unsent:
+                self.stats.dropped += 1
+            return
+        channel._unsent = False
+        channel._force = False
+        try:
+            data = encode(channel.build_snapshot(time.time(), now_mono))
+            await nc.publish(channel.subject, data)
+        except (SnapshotError, ValueError, TypeError) as exc:
+            self.stats.failed += 1
+            _log_limited(f"eagle-eye: snapshot for {channel.identity.instance_id} invalid: {exc}")
+        except Exception as exc:
+            self.stats.failed += 1
+            channel._unsent = True
+            _log_limited(f"eagle-eye: publish failed: {exc!r}")
+        else:
+            self.stats.sent += 1
+        channel.mark_sent(now_mono)
+
+    async def _connect_forever(self) -> None:
+        """Connect with backoff until it works; nats-py reconnects by itself afterwards."""
+        assert self._settings is not None
+        settings = self._settings
+        delay = _BACKOFF_START_S
+        first_failure = True
+        while not self._stopping:
+            try:
+                options = connect_options(settings, name=self._client_name)
+                nc = await nats.connect(
+                    **options,
+                    reconnected_cb=self._on_reconnected,
+                    disconnected_cb=self._on_disconnected,
+                    error_cb=self._on_error,
+                )
+            except Exception as exc:
+                level = logging.WARNING if first_failure else logging.DEBUG
+                log.log(
+                    level,
+                    "eagle-eye: NATS unreachable at %s (%s); the engine keeps serving, "
+                    "retrying in the background",
+                    settings.display_url,
+                    exc or type(exc).__name__,
+                )
+                first_failure = False
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _BACKOFF_MAX_S)
+                continue
+            self._nc = nc
+            self.stats.connects += 1
+            await nc.subscribe(subjects.SYNC, cb=self._on_sync)
+            log.info("eagle-eye: publishing to NATS at %s", settings.display_url)
+            self._connected.set()
+            self._mark_all_unsent()
+            return
+
+    def _mark_all_unsent(self) -> None:
+        for channel in self._snapshot_channels():
+            channel._force = True
+        self._set_wake()
+
+    async def _on_reconnected(self) -> None:
+        self.stats.connects += 1
+        log.info("eagle-eye: reconnected to NATS")
+        self._mark_all_unsent()
+
+    async def _on_disconnected(self) -> None:
+        if not self._stopping:
+            log.debug("eagle-eye: disconnected from NATS; will reconnect")
+
+    async def _on_error(self, exc: Exception) -> None:
+        _log_limited(f"eagle-eye: NATS error: {exc!r}")
+
+    async def _on_sync(self, _msg: Any) -> None:
+        self.stats.syncs += 1
+        self._mark_all_unsent()
+
+
+_LIVE_PUBLISHERS: weakref.WeakSet[Publisher] = weakref.WeakSet()
+_last_log_s = 0.0
+
+
+def _log_limited(message: str, every_s: float = 30.0) -> None:
+    """Log at most one warning per ``every_s`` so a broken bus cannot flood engine logs."""
+    global _last_log_s
+    now = time.monotonic()
+    if now - _last_log_s >= every_s:
+        _last_log_s = now
+        log.warning(message)
+    else:
+        log.debug(message)
+
+
+def ewma(previous: float | None, values: Any, alpha: float = _EWMA_ALPHA) -> float | None:
+    """Fold ``values`` into an exponentially weighted mean (engine side: keep it tiny)."""
+    for value in values:
+        previous = value if previous is None else previous + alpha * (value - previous)
+    return previous
+
+
+@atexit.register
+def _close_all() -> None:
+    for publisher in list(_LIVE_PUBLISHERS):
+        publisher.close(timeout_s=1.0)

@@ -1,0 +1,1 @@
+"""The router: fleet view from NATS, routing policies, the OpenAI-compatible gateway."""

@@ -1,0 +1,285 @@
+"""Wire format v1: the one message Eagle Eye engines publish, and its validation.
+
+A ``Snapshot`` is what one engine (one data-parallel rank of one server) looks like after
+a step. It travels as a compact JSON object so that any NATS client in any language can
+read it; the seed's ``RouterSubscriber`` does nothing more than ``json.loads`` on it.
+
+Everything here is pure: no I/O, no clocks, no logging. ``encode`` and ``decode`` are the
+only ways in and out, and ``decode`` never trusts its input: NaN/inf, negative counts,
+ratios outside 0-1, oversize strings or payloads and unknown major versions raise
+``SnapshotError`` naming the field, so a consumer can count and drop the message.
+
+Compatibility rule: the ``v`` field is ``"MAJOR.MINOR"``. Consumers accept any minor
+version of a major they know and ignore fields they do not know, so producers may add
+optional fields in a minor release; removing or changing the meaning of a field needs a
+new major. ``docs/wire-format.md`` and ``schema/snapshot-v1.json`` describe the same
+format for non-Python consumers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Final
+
+WIRE_MAJOR: Final = 1
+WIRE_MINOR: Final = 0
+WIRE_VERSION: Final = f"{WIRE_MAJOR}.{WIRE_MINOR}"
+
+MAX_PAYLOAD_BYTES: Final = 64 * 1024
+"""Upper bound on one encoded snapshot; a real one is about 500 bytes."""
+MAX_ID_CHARS: Final = 256
+MAX_URL_CHARS: Final = 2048
+MAX_NAME_CHARS: Final = 512
+MAX_ADAPTERS: Final = 256
+
+
+class EngineState(str, Enum):
+    """Lifecycle of an engine as the router needs to know it.
+
+    Only ``ready`` instances get new requests; ``draining`` finishes what it has,
+    ``stopping`` is the last message an instance sends, ``unreachable`` is what an agent
+    reports when the engine it watches stops answering.
+    """
+
+    LOADING = "loading"
+    READY = "ready"
+    DRAINING = "draining"
+    STOPPING = "stopping"
+    UNREACHABLE = "unreachable"
+
+
+class SnapshotError(ValueError):
+    """A message that is not a valid v1 snapshot; ``field`` names the culprit."""
+
+    def __init__(self, field_name: str, reason: str) -> None:
+        super().__init__(f"{field_name}: {reason}")
+        self.field = field_name
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    """One engine rank's state after a step. Optional fields are absent when unknown."""
+
+    instance_id: str
+    """Stable name of the engine server (pod name, host-port); shared by its dp ranks."""
+    model: str
+    """Served model name, as clients put it in ``"model"``."""
+    engine: str
+    """Engine kind: ``vllm``, ``sglang``, ``tgi``, ``llamacpp``, ``ray-serve``, ``sim``."""
+    seq: int
+    """Per (instance_id, dp_rank) sequence number, +1 per message; resets on restart."""
+    timestamp_s: float
+    """Publisher wall clock (Unix seconds) when the state was sampled."""
+    state: EngineState = EngineState.READY
+    endpoint: str | None = None
+    """Base URL a router should call, e.g. ``http://10.0.0.5:8000``."""
+    engine_version: str | None = None
+    dp_rank: int = 0
+    lora_adapters: tuple[str, ...] = ()
+    """LoRA adapters this instance can serve (besides the base ``model``)."""
+    running: int = 0
+    """Requests being processed (``vllm:num_requests_running``)."""
+    waiting: int = 0
+    """Requests queued (``vllm:num_requests_waiting``)."""
+    kv_usage: float | None = None
+    """Fraction 0-1 of the KV cache in use (``vllm:kv_cache_usage_perc``)."""
+    kv_capacity_tokens: int | None = None
+    """KV-cache capacity in tokens (blocks x block size)."""
+    prefix_cache_queries_total: int | None = None
+    """Cumulative prompt tokens looked up in the prefix cache."""
+    prefix_cache_hits_total: int | None = None
+    """Cumulative prompt tokens found in the prefix cache."""
+    preemptions_total: int | None = None
+    step_prompt_tokens: int | None = None
+    """Prompt tokens computed in the last step(s) since the previous message."""
+    step_generation_tokens: int | None = None
+    """Tokens generated in the last step(s) since the previous message."""
+    ttft_recent_s: float | None = None
+    """Recent time to first token (exponentially weighted mean), seconds."""
+    itl_recent_s: float | None = None
+    """Recent inter-token latency (exponentially weighted mean), seconds."""
+    generation_tokens_per_s: float | None = None
+    """Recent generation throughput."""
+    step: int | None = None
+    """Engine step counter, when the engine reports one."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Unknown fields of a newer minor version, kept so nothing is lost on relay."""
+
+
+# (name, kind, bound) for the optional numeric fields. ``kind`` is "count" (int >= 0),
+# "ratio" (float 0-1) or "seconds"/"rate" (finite float >= 0).
+_NUMERIC_FIELDS: Final[tuple[tuple[str, str], ...]] = (
+    ("running", "count"),
+    ("waiting", "count"),
+    ("dp_rank", "count"),
+    ("kv_usage", "ratio"),
+    ("kv_capacity_tokens", "count"),
+    ("prefix_cache_queries_total", "count"),
+    ("prefix_cache_hits_total", "count"),
+    ("preemptions_total", "count"),
+    ("step_prompt_tokens", "count"),
+    ("step_generation_tokens", "count"),
+    ("ttft_recent_s", "nonneg"),
+    ("itl_recent_s", "nonneg"),
+    ("generation_tokens_per_s", "nonneg"),
+    ("step", "count"),
+)
+_STRING_FIELDS: Final[tuple[tuple[str, int, bool], ...]] = (
+    # name, max chars, required
+    ("instance_id", MAX_ID_CHARS, True),
+    ("model", MAX_NAME_CHARS, True),
+    ("engine", 64, True),
+    ("endpoint", MAX_URL_CHARS, False),
+    ("engine_version", 128, False),
+)
+_KNOWN_KEYS: Final = frozenset(
+    {"v", "seq", "timestamp_s", "state", "lora_adapters"}
+    | {name for name, _ in _NUMERIC_FIELDS}
+    | {name for name, _, _ in _STRING_FIELDS}
+)
+_STATES: Final = {s.value: s for s in EngineState}
+
+
+def to_dict(snapshot: Snapshot) -> dict[str, Any]:
+    """The JSON object for ``snapshot``: absent optional fields are left out."""
+    out: dict[str, Any] = dict(snapshot.extra)
+    out.update(
+        v=WIRE_VERSION,
+        instance_id=snapshot.instance_id,
+        model=snapshot.model,
+        engine=snapshot.engine,
+        seq=snapshot.seq,
+        timestamp_s=snapshot.timestamp_s,
+        state=snapshot.state.value,
+        running=snapshot.running,
+        waiting=snapshot.waiting,
+        dp_rank=snapshot.dp_rank,
+    )
+    if snapshot.lora_adapters:
+        out["lora_adapters"] = list(snapshot.lora_adapters)
+    for name in (
+        "endpoint",
+        "engine_version",
+        "kv_usage",
+        "kv_capacity_tokens",
+        "prefix_cache_queries_total",
+        "prefix_cache_hits_total",
+        "preemptions_total",
+        "step_prompt_tokens",
+        "step_generation_tokens",
+        "ttft_recent_s",
+        "itl_recent_s",
+        "generation_tokens_per_s",
+        "step",
+    ):
+        value = getattr(snapshot, name)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def encode(snapshot: Snapshot) -> bytes:
+    """Serialise to compact UTF-8 JSON. Raises ``SnapshotError`` if it would not decode."""
+    data = json.dumps(to_dict(snapshot), separators=(",", ":"), allow_nan=False).encode()
+    if len(data) > MAX_PAYLOAD_BYTES:
+        raise SnapshotError("payload", f"{len(data)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+    return data
+
+
+def decode(data: bytes | str) -> Snapshot:
+    """Parse and validate one message. Raises ``SnapshotError`` on anything invalid."""
+    if len(data) > MAX_PAYLOAD_BYTES:
+        raise SnapshotError("payload", f"{len(data)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+    try:
+        obj = json.loads(data, parse_constant=_reject_constant)
+    except SnapshotError:
+        raise
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SnapshotError("payload", f"not JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise SnapshotError("payload", f"expected a JSON object, got {type(obj).__name__}")
+    return from_dict(obj)
+
+
+def from_dict(obj: dict[str, Any]) -> Snapshot:
+    """Validate an already-parsed JSON object (see ``decode``)."""
+    version = obj.get("v")
+    if not isinstance(version, str):
+        raise SnapshotError("v", "missing or not a string")
+    major, _, _minor = version.partition(".")
+    if major != str(WIRE_MAJOR):
+        raise SnapshotError("v", f"unsupported major version {version!r} (this reader: 1.x)")
+
+    kwargs: dict[str, Any] = {}
+    for name, max_chars, required in _STRING_FIELDS:
+        value = obj.get(name)
+        if value is None:
+            if required:
+                raise SnapshotError(name, "missing")
+            continue
+        if not isinstance(value, str):
+            raise SnapshotError(name, f"expected a string, got {type(value).__name__}")
+        if len(value) > max_chars:
+            raise SnapshotError(name, f"{len(value)} characters exceeds {max_chars}")
+        if required and not value:
+            raise SnapshotError(name, "empty")
+        kwargs[name] = value
+
+    seq = obj.get("seq")
+    if type(seq) is not int or seq < 0:
+        raise SnapshotError("seq", f"expected an integer >= 0, got {seq!r}")
+    kwargs["seq"] = seq
+    ts: Any = obj.get("timestamp_s")
+    if type(ts) not in (int, float) or not math.isfinite(ts) or ts < 0:
+        raise SnapshotError("timestamp_s", f"expected finite seconds >= 0, got {ts!r}")
+    kwargs["timestamp_s"] = float(ts)
+
+    state = obj.get("state", "ready")
+    try:
+        kwargs["state"] = _STATES[state]
+    except (KeyError, TypeError):
+        raise SnapshotError("state", f"unknown state {state!r}") from None
+
+    for name, kind in _NUMERIC_FIELDS:
+        value = obj.get(name)
+        if value is None:
+            continue
+        kwargs[name] = _check_number(name, kind, value)
+
+    adapters = obj.get("lora_adapters")
+    if adapters is not None:
+        if not isinstance(adapters, list) or len(adapters) > MAX_ADAPTERS:
+            raise SnapshotError("lora_adapters", f"expected a list of <= {MAX_ADAPTERS} names")
+        for item in adapters:
+            if not isinstance(item, str) or not item or len(item) > MAX_NAME_CHARS:
+                raise SnapshotError("lora_adapters", f"invalid adapter name {item!r}")
+        kwargs["lora_adapters"] = tuple(adapters)
+
+    unknown = obj.keys() - _KNOWN_KEYS
+    if unknown:
+        kwargs["extra"] = {k: obj[k] for k in unknown}
+    return Snapshot(**kwargs)
+
+
+def _check_number(name: str, kind: str, value: Any) -> int | float:
+    if kind == "count":
+        if type(value) is not int:
+            raise SnapshotError(name, f"expected an integer, got {value!r}")
+        if value < 0:
+            raise SnapshotError(name, f"must be >= 0, got {value}")
+        return value
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise SnapshotError(name, f"expected a finite number, got {value!r}")
+    if value < 0:
+        raise SnapshotError(name, f"must be >= 0, got {value}")
+    if kind == "ratio" and value > 1:
+        raise SnapshotError(name, f"must be within 0-1, got {value}")
+    return float(value)
+
+
+def _reject_constant(token: str) -> Any:
+    raise SnapshotError("payload", f"non-finite number {token} is not allowed")

@@ -1,0 +1,45 @@
+"""Helpers for tests of Eagle Eye and of code built on it (public, kept stable).
+
+No test synchronises by sleeping: it waits for a condition with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Awaitable, Callable
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.01) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout_s`` passes; return its last value."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return predicate()
+        time.sleep(interval_s)
+    return True
+
+
+async def async_wait_for(
+    predicate: Callable[[], bool | Awaitable[bool]], timeout_s: float, interval_s: float = 0.01
+) -> bool:
+    """``wait_for`` for event loops: yields to the loop between polls."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = predicate()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(interval_s)
+
+
+def free_tcp_port(host: str = "127.0.0.1") -> int:
+    """A port the kernel just handed out, for child processes that cannot take port 0."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
