@@ -229,10 +229,7 @@ def from_dict(obj: dict[str, Any]) -> Snapshot:
             raise SnapshotError(name, "empty")
         kwargs[name] = value
 
-    seq = obj.get("seq")
-    if type(seq) is not int or seq < 0:
-        raise SnapshotError("seq", f"expected an integer >= 0, got {seq!r}")
-    kwargs["seq"] = seq
+    kwargs["seq"] = _check_count("seq", obj.get("seq"))
     ts: Any = obj.get("timestamp_s")
     if type(ts) not in (int, float) or not math.isfinite(ts) or ts < 0:
         raise SnapshotError("timestamp_s", f"expected finite seconds >= 0, got {ts!r}")
@@ -267,11 +264,7 @@ def from_dict(obj: dict[str, Any]) -> Snapshot:
 
 def _check_number(name: str, kind: str, value: Any) -> int | float:
     if kind == "count":
-        if type(value) is not int:
-            raise SnapshotError(name, f"expected an integer, got {value!r}")
-        if value < 0:
-            raise SnapshotError(name, f"must be >= 0, got {value}")
-        return value
+        return _check_count(name, value)
     if type(value) not in (int, float) or not math.isfinite(value):
         raise SnapshotError(name, f"expected a finite number, got {value!r}")
     if value < 0:
@@ -279,6 +272,17 @@ def _check_number(name: str, kind: str, value: Any) -> int | float:
     if kind == "ratio" and value > 1:
         raise SnapshotError(name, f"must be within 0-1, got {value}")
     return float(value)
+
+
+def _check_count(name: str, value: Any) -> int:
+    """A non-negative integer; ``3.0`` counts as 3 (JSON Schema's notion of integer)."""
+    if type(value) is float and value.is_integer():
+        value = int(value)
+    if type(value) is not int:
+        raise SnapshotError(name, f"expected an integer, got {value!r}")
+    if value < 0:
+        raise SnapshotError(name, f"must be >= 0, got {value}")
+    return value
 
 
 def _reject_constant(token: str) -> Any:

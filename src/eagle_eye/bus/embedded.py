@@ -50,14 +50,24 @@ class EmbeddedNats:
     again restarts it on the same port (tests use this to simulate an outage).
     """
 
-    def __init__(self, *, port: int = -1, jetstream: bool = False, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        *,
+        port: int = -1,
+        jetstream: bool = False,
+        host: str = "127.0.0.1",
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        """``extra_args`` go to nats-server as they are (e.g. ``("--auth", TOKEN)``)."""
         self._binary = find_nats_server()
         self._host = host
         self._port = port
         self._jetstream = jetstream
+        self._extra_args = extra_args
         self._proc: subprocess.Popen[bytes] | None = None
         self._store_dir: tempfile.TemporaryDirectory[str] | None = None
         self._log_lines: list[bytes] = []
+        self._pump: threading.Thread | None = None
 
     @property
     def port(self) -> int:
@@ -81,6 +91,7 @@ class EmbeddedNats:
             if self._store_dir is None:
                 self._store_dir = tempfile.TemporaryDirectory(prefix="eagle-eye-nats-")
             args += ["-js", "-sd", self._store_dir.name]
+        args += list(self._extra_args)
         self._proc = subprocess.Popen(
             args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
         )
@@ -104,7 +115,8 @@ class EmbeddedNats:
                     ready.set()
             ready.set()
 
-        threading.Thread(target=pump, name="nats-server-log", daemon=True).start()
+        self._pump = threading.Thread(target=pump, name="nats-server-log", daemon=True)
+        self._pump.start()
         if not ready.wait(timeout_s) or not found:
             self.stop()
             log = b"".join(self._log_lines).decode(errors="replace")
@@ -113,14 +125,19 @@ class EmbeddedNats:
 
     def stop(self, timeout_s: float = 5.0) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
+        if proc is None:
             return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout_s)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout_s)
+        if self._pump is not None:
+            self._pump.join(timeout_s)
+        if proc.stderr is not None:
+            proc.stderr.close()
 
     def close(self) -> None:
         self.stop()

@@ -148,7 +148,7 @@ class Channel:
             self._latest = sample
             self._unsent = True
             self._publisher._wake_threadsafe()
-        except Exception:  # pragma: no cover - defensive: never raise into the engine
+        except Exception:  # noqa: BLE001 - defensive: never raise into the engine
             self._publisher.stats.offer_errors += 1
 
     def build_snapshot(self, now_wall_s: float, now_mono_s: float) -> Snapshot:
@@ -237,6 +237,7 @@ class Publisher:
         self._nc: NatsClient | None = None
         self._connected = threading.Event()
         self._stopped = threading.Event()
+        self._warned_unreachable = False
         if settings is not None:
             self._start_thread()
             _LIVE_PUBLISHERS.add(self)
@@ -279,7 +280,7 @@ class Publisher:
             future = asyncio.run_coroutine_threadsafe(self._send_one(channel), loop)
             try:
                 future.result(timeout=1.0)
-            except Exception:
+            except Exception:  # noqa: BLE001 - best effort on the way out
                 log.debug("final snapshot for %s not sent", channel.identity.instance_id)
         with self._channels_lock:
             if channel in self._channels:
@@ -395,39 +396,32 @@ class Publisher:
         except (SnapshotError, ValueError, TypeError) as exc:
             self.stats.failed += 1
             _log_limited(f"eagle-eye: snapshot for {channel.identity.instance_id} invalid: {exc}")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - connection errors; the next send retries
             self.stats.failed += 1
-            channel._unsent = True
+            channel._unsent = True  # the next send retries
             _log_limited(f"eagle-eye: publish failed: {exc!r}")
         else:
             self.stats.sent += 1
         channel.mark_sent(now_mono)
 
     async def _connect_forever(self) -> None:
-        """Connect with backoff until it works; nats-py reconnects by itself afterwards."""
+        """Connect once; nats-py then retries and reconnects forever by itself.
+
+        The loop only matters for errors nats-py does not retry (a bad TLS set-up, say).
+        """
         assert self._settings is not None
         settings = self._settings
         delay = _BACKOFF_START_S
-        first_failure = True
         while not self._stopping:
             try:
-                options = connect_options(settings, name=self._client_name)
                 nc = await nats.connect(
-                    **options,
+                    **connect_options(settings, name=self._client_name),
                     reconnected_cb=self._on_reconnected,
                     disconnected_cb=self._on_disconnected,
                     error_cb=self._on_error,
                 )
-            except Exception as exc:
-                level = logging.WARNING if first_failure else logging.DEBUG
-                log.log(
-                    level,
-                    "eagle-eye: NATS unreachable at %s (%s); the engine keeps serving, "
-                    "retrying in the background",
-                    settings.display_url,
-                    exc or type(exc).__name__,
-                )
-                first_failure = False
+            except Exception as exc:  # noqa: BLE001 - any failure means "try again later"
+                await self._on_error(exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _BACKOFF_MAX_S)
                 continue
@@ -454,7 +448,20 @@ class Publisher:
             log.debug("eagle-eye: disconnected from NATS; will reconnect")
 
     async def _on_error(self, exc: Exception) -> None:
-        _log_limited(f"eagle-eye: NATS error: {exc!r}")
+        if self._connected.is_set():
+            _log_limited(f"eagle-eye: NATS error: {exc!r}")
+            return
+        # nats-py retries the first connection forever and reports each failure here.
+        assert self._settings is not None
+        level = logging.DEBUG if self._warned_unreachable else logging.WARNING
+        self._warned_unreachable = True
+        log.log(
+            level,
+            "eagle-eye: NATS unreachable at %s (%s); the engine keeps serving, "
+            "retrying in the background",
+            self._settings.display_url,
+            exc or type(exc).__name__,
+        )
 
     async def _on_sync(self, _msg: Any) -> None:
         self.stats.syncs += 1

@@ -42,7 +42,7 @@ log = logging.getLogger("eagle_eye.vllm")
 
 try:  # Subclass vLLM's real base when vLLM is present, so its plugin loader accepts us.
     from vllm.v1.metrics.loggers import StatLoggerBase as _StatLoggerBase
-except Exception:
+except Exception:  # noqa: BLE001 - no vLLM (simulator, tests, other engines)
 
     class _StatLoggerBase:  # type: ignore[no-redef]
         """Stand-in with vLLM's constructor shape, used where vLLM is not installed."""
