@@ -103,9 +103,9 @@ def test_log_engine_initialized_learns_kv_capacity(logger: EagleEyeStatLogger) -
 
 
 def test_sleeping_engine_is_published_as_draining(logger: EagleEyeStatLogger) -> None:
-    logger.record_sleep_state(0, 1)
+    logger.record_sleep_state(1, 1)  # vLLM passes 1 when going to sleep
     assert logger.channel is not None and logger.channel.latest.state is EngineState.DRAINING
-    logger.record_sleep_state(1, 0)
+    logger.record_sleep_state(0, 0)
     assert logger.channel.latest.state is EngineState.READY
 
 
