@@ -1,0 +1,114 @@
+"""The metrics agent against a real vLLM (CPU build) that runs *without* our plugin.
+
+This is the "nobody may touch the image" deployment: the agent scrapes vLLM's own
+``/metrics`` and publishes snapshots that must agree with vLLM's numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from tests.integration.agent.conftest import Collector, start_agent, stop_agent
+from vllm_client import burst
+from vllm_harness import SERVED_MODEL_NAME, VllmServer
+
+from eagle_eye.publish.agent import AgentConfig, EngineTarget
+from eagle_eye.publish.engines import EngineKind
+from eagle_eye.snapshot import EngineState
+from eagle_eye.testing import async_wait_for
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
+
+MAX_NUM_SEQS = 8
+
+
+@pytest.fixture
+async def collector(nats_url: str) -> AsyncIterator[Collector]:
+    """Every snapshot on the bus, decoded (the agent tests' collector)."""
+    c = Collector()
+    await c.start(nats_url)
+    yield c
+    assert c.client is not None
+    await c.client.close()
+
+
+@pytest.fixture(scope="module")
+def plain_vllm(vllm_server_factory) -> Iterator[VllmServer]:  # type: ignore[no-untyped-def]
+    server: VllmServer = vllm_server_factory(
+        name="plain-agent", plugins=False, extra_args=["--max-num-seqs", str(MAX_NUM_SEQS)]
+    )
+    yield server
+    server.stop()
+
+
+def _page(server: VllmServer) -> tuple[str, dict[str, float]]:
+    status, body = server.get("/metrics")
+    assert status == 200
+    text = body.decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("model_name") == SERVED_MODEL_NAME:
+                out.setdefault(sample.name, float(sample.value))
+    return text, out
+
+
+async def test_agent_snapshots_agree_with_plain_vllm(
+    nats_url: str, collector: Collector, plain_vllm: VllmServer
+) -> None:
+    _, before = await asyncio.to_thread(_page, plain_vllm)
+    target = EngineTarget(url=plain_vllm.url, instance_id="plain-vllm")
+    agent = start_agent(nats_url, [target], AgentConfig(interval_s=0.1, timeout_s=2.0))
+    try:
+        assert await async_wait_for(lambda: collector.latest("plain-vllm") is not None, 20)
+        assert agent.watchers[0].kind is EngineKind.VLLM
+        load = asyncio.create_task(
+            burst(plain_vllm.url, 3 * MAX_NUM_SEQS, max_tokens=64, tag="agent")
+        )
+
+        async def busy_agrees() -> bool:
+            snap = collector.latest("plain-vllm")
+            _, page = await asyncio.to_thread(_page, plain_vllm)
+            running = page["vllm:num_requests_running"]
+            return snap is not None and running > 0 and snap.running == running
+
+        assert await async_wait_for(busy_agrees, 120, interval_s=0.05)
+        assert all(status == 200 for status in await load)
+        text, after = await asyncio.to_thread(_page, plain_vllm)
+
+        def settled() -> bool:
+            snap = collector.latest("plain-vllm")
+            return (
+                snap is not None
+                and snap.running == 0
+                and snap.prefix_cache_queries_total == after["vllm:prefix_cache_queries_total"]
+            )
+
+        assert await async_wait_for(settled, 20)
+        snap = collector.latest("plain-vllm")
+        assert snap is not None
+        assert (snap.engine, snap.model, snap.endpoint) == (
+            "vllm",
+            SERVED_MODEL_NAME,
+            plain_vllm.url,
+        )
+        assert snap.state is EngineState.READY
+        assert snap.waiting == after["vllm:num_requests_waiting"] == 0
+        assert snap.kv_usage == after["vllm:kv_cache_usage_perc"]
+        assert snap.prefix_cache_hits_total == after["vllm:prefix_cache_hits_total"]
+        assert snap.preemptions_total == after["vllm:num_preemptions_total"]
+        mine = [s for s in collector.snapshots if s.instance_id == "plain-vllm"]
+        generated = after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"]
+        assert generated == 3 * MAX_NUM_SEQS * 64
+        assert sum(s.step_generation_tokens or 0 for s in mine) == generated
+        assert snap.ttft_recent_s is not None and snap.ttft_recent_s > 0
+        assert snap.itl_recent_s is not None and snap.itl_recent_s > 0
+        info = next(x for x in text.splitlines() if x.startswith("vllm:cache_config_info{"))
+        assert f'kv_cache_size_tokens="{snap.kv_capacity_tokens}"' in info
+        # Nothing but the agent publishes: this vLLM has no Eagle Eye plugin loaded.
+        assert {s.instance_id for s in collector.snapshots} == {"plain-vllm"}
+    finally:
+        await stop_agent(agent)
