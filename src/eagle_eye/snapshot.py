@@ -95,7 +95,7 @@ class Snapshot:
     """Cumulative prompt tokens found in the prefix cache."""
     preemptions_total: int | None = None
     step_prompt_tokens: int | None = None
-    """Prompt tokens computed in the last step(s) since the previous message."""
+    """Prompt tokens since the previous message (cache hits included, as vLLM counts them)."""
     step_generation_tokens: int | None = None
     """Tokens generated in the last step(s) since the previous message."""
     ttft_recent_s: float | None = None

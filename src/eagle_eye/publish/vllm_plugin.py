@@ -107,6 +107,7 @@ class EagleEyeStatLogger(_StatLoggerBase):  # type: ignore[misc]
         self._itl: float | None = None
         self._state = EngineState.LOADING
         self.errors = 0
+        _share_vllm_log_handlers()
         try:
             self._setup(settings, identity, publisher)
         except SettingsError as exc:
@@ -169,10 +170,15 @@ class EagleEyeStatLogger(_StatLoggerBase):  # type: ignore[misc]
     def log(self) -> None:
         """Periodic hook (every ``VLLM_LOG_STATS_INTERVAL``); snapshots already flow."""
 
-    def record_sleep_state(self, is_awake: Any = 1, level: Any = 0, *args: Any) -> None:
-        """A sleeping engine takes no work: publish it as ``draining`` until it wakes."""
+    def record_sleep_state(self, sleep: Any = 0, level: Any = 0, *args: Any) -> None:
+        """A sleeping engine takes no work: publish it as ``draining`` until it wakes.
+
+        vLLM's base class names the first argument ``is_awake``, but every caller
+        (``AsyncLLM.sleep``/``wake_up``) passes 1 when going to sleep and 0 on waking,
+        and vLLM's own Prometheus logger reads it that way; so do we.
+        """
         try:
-            self._state = EngineState.READY if is_awake else EngineState.DRAINING
+            self._state = EngineState.DRAINING if sleep == 1 else EngineState.READY
             if self.channel is not None:
                 self.channel.offer(_replace_state(self.channel.latest, self._state))
         except Exception:
@@ -190,7 +196,10 @@ class EagleEyeStatLogger(_StatLoggerBase):  # type: ignore[misc]
         s = scheduler_stats
         if s is not None:
             running = getattr(s, "num_running_reqs", 0) or 0
-            waiting = getattr(s, "num_waiting_reqs", 0) or 0
+            # vllm:num_requests_waiting counts the deferred ("skipped") ones too; so do we.
+            waiting = (getattr(s, "num_waiting_reqs", 0) or 0) + (
+                getattr(s, "num_skipped_waiting_reqs", 0) or 0
+            )
             kv_usage = getattr(s, "kv_cache_usage", None)
             if kv_usage is None:
                 kv_usage = getattr(s, "gpu_cache_usage", None)
@@ -209,12 +218,14 @@ class EagleEyeStatLogger(_StatLoggerBase):  # type: ignore[misc]
                 prompt = getattr(stats, "computed", None) if stats is not None else None
             self._prompt_tokens += prompt or 0
             self._preemptions += getattr(it, "num_preempted_reqs", 0) or 0
+            # Fold each step's mean, not each value: one step's 32 ITLs would otherwise
+            # wash out all history, and sum() over the list runs in C (hot path).
             ttfts = getattr(it, "time_to_first_tokens_iter", None)
             if ttfts:
-                self._ttft = ewma(self._ttft, ttfts)
+                self._ttft = ewma(self._ttft, (sum(ttfts) / len(ttfts),))
             itls = getattr(it, "inter_token_latencies_iter", None)
             if itls:
-                self._itl = ewma(self._itl, itls)
+                self._itl = ewma(self._itl, (sum(itls) / len(itls),))
         if kv_usage is not None:
             kv_usage = min(1.0, max(0.0, float(kv_usage)))
         return Sample(
@@ -232,6 +243,26 @@ class EagleEyeStatLogger(_StatLoggerBase):  # type: ignore[misc]
             state=self._state,
             monotonic_s=time.monotonic(),
         )
+
+
+def _share_vllm_log_handlers() -> None:
+    """Show Eagle Eye's log lines in vLLM's log stream, in vLLM's format.
+
+    vLLM configures only its own ``vllm`` logger; without this, our INFO lines (the one
+    that says the plugin is inert for lack of a NATS URL, say) would go nowhere. An
+    application that configured logging itself (root or ``eagle_eye`` handlers) is left
+    alone.
+    """
+    ours = logging.getLogger("eagle_eye")
+    if ours.handlers or logging.getLogger().handlers:
+        return
+    theirs = logging.getLogger("vllm")
+    if not theirs.handlers:
+        return
+    for handler in theirs.handlers:
+        ours.addHandler(handler)
+    ours.setLevel(theirs.getEffectiveLevel())
+    ours.propagate = False
 
 
 def _replace_state(sample: Sample, state: EngineState) -> Sample:
