@@ -37,3 +37,4 @@ if [[ ! -f "$stamp" ]]; then
   .venv/bin/python -m pip install -q -e ".[$extras]"
   touch "$stamp"
 fi
+bash scripts/dashboard_assets.sh
