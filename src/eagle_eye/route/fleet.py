@@ -98,6 +98,7 @@ class Target:
         "last_snapshot_mono_s",
         "lora_adapters",
         "model",
+        "pending_prefill_tokens",
         "ranks",
         "running",
         "sent_since_snapshot",
@@ -126,6 +127,11 @@ class Target:
         self.last_snapshot_mono_s: float | None = None
         self.inflight = 0
         self.sent_since_snapshot = 0
+        self.pending_prefill_tokens = 0.0
+        """Prompt tokens (not expected in the engine's prefix cache) of requests this
+        router sent here that have produced no first token yet: the prefill backlog a new
+        request would queue behind. Snapshots carry request counts, not tokens, and one
+        80k-token prompt holds an engine longer than twenty short ones."""
         self.decisions_total = 0
         self.health = Health.HEALTHY
         self.consecutive_failures = 0
@@ -430,11 +436,18 @@ class FleetView:
 
     # -- the router's own accounting ---------------------------------------------------
 
-    def on_sent(self, target: Target) -> None:
-        """A request was dispatched to ``target``."""
+    def on_sent(self, target: Target, prefill_tokens: float = 0.0) -> None:
+        """A request was dispatched to ``target``; ``prefill_tokens`` is the router's
+        estimate of the prompt tokens it must compute (after its prefix-cache overlap)."""
         target.inflight += 1
         target.sent_since_snapshot += 1
         target.decisions_total += 1
+        target.pending_prefill_tokens += prefill_tokens
+
+    def on_first_token(self, target: Target, prefill_tokens: float) -> None:
+        """The request's prefill is done (first token seen, or it ended without one):
+        release what ``on_sent`` added. Call once per request."""
+        target.pending_prefill_tokens = max(0.0, target.pending_prefill_tokens - prefill_tokens)
 
     def on_finished(self, target: Target) -> None:
         """A request dispatched to ``target`` completed (any outcome)."""

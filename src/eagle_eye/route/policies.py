@@ -69,6 +69,9 @@ class PolicyConfig:
     kv_full: float = 0.95
     """KV usage at or above this is treated as full: the engine would preempt."""
     kv_full_penalty: float = 1000.0
+    pending_prefill_weight: float = 0.1
+    """Cost per ``prefill_unit_tokens`` of prompt the router has sent to the engine and
+    seen no first token for (``Target.pending_prefill_tokens``): the work queued ahead."""
     # prefix_affinity gate (like the SGLang router's cache_aware balance thresholds).
     cache_threshold: float = 0.3
     """Minimum fraction of the prompt's blocks the holder must have to follow the prefix."""
@@ -355,7 +358,9 @@ class Cost:
     """The default: estimated work ahead of this request on each engine, argmin.
 
     ``prefill_weight * new_prefill_tokens / prefill_unit_tokens`` (prompt not already in
-    the engine's prefix cache, per the prefix index) ``+ waiting_weight * queued
+    the engine's prefix cache, per the prefix index) ``+ pending_prefill_weight *
+    pending_prefill_tokens / prefill_unit_tokens`` (prompt tokens this router sent there
+    that have not produced a first token yet) ``+ waiting_weight * queued
     + running_weight * running + kv_weight * kv_usage`` (+ a large penalty at a full KV
     cache). Like NVIDIA Dynamo's ``prefill_blocks_after_overlap + decode_blocks``, with the
     router's own sends since the last snapshot counted as queued.
@@ -380,6 +385,7 @@ class Cost:
         prompt = request.prompt_tokens
         per_request_tokens = max(1, prompt + (request.max_tokens or 0))
         prefill_scale = c.prefill_weight / c.prefill_unit_tokens
+        pending_scale = c.pending_prefill_weight / c.prefill_unit_tokens
         stale_after_s = c.stale_after_s
         # Inlined scoring (this loop is the router's hot path at large fleets).
         best: list[Target] = []
@@ -387,6 +393,7 @@ class Cost:
         for t in pool:
             last = t.last_snapshot_mono_s
             score = prefill_scale * max(0.0, prompt - matched.get(t.url, 0) * block_tokens)
+            score += pending_scale * t.pending_prefill_tokens
             if last is not None and now - last <= stale_after_s:
                 score += c.waiting_weight * (t.waiting + t.sent_since_snapshot)
                 score += c.running_weight * t.running
@@ -455,6 +462,12 @@ class Session:
         self._ring_key = urls
         self._ring_points = [p for p, _ in points]
         self._ring_urls = [u for _, u in points]
+
+
+def new_prefill_tokens(request: RequestFeatures, matched_blocks: int, block_chars: int) -> float:
+    """Prompt tokens an engine holding ``matched_blocks`` leading blocks must still
+    compute (what the gateway passes to ``FleetView.on_sent``)."""
+    return max(0.0, request.prompt_tokens - matched_blocks * block_chars / CHARS_PER_TOKEN)
 
 
 def _stable_hash(text: str) -> int:

@@ -35,7 +35,7 @@ from eagle_eye.route.features import RequestFeatures
 from eagle_eye.route.fleet import FleetView, Target
 from eagle_eye.route.generate import LegacyStream, legacy_response
 from eagle_eye.route.metrics import RouterMetrics
-from eagle_eye.route.policies import Policy
+from eagle_eye.route.policies import Policy, new_prefill_tokens
 from eagle_eye.route.prefix import PrefixIndex
 from eagle_eye.route.requests import ApiError, Operation
 
@@ -71,6 +71,7 @@ class Dispatch:
         "path",
         "payload",
         "policy",
+        "prefill_tokens",
         "prompt",
         "started_mono_s",
         "stream",
@@ -100,6 +101,9 @@ class Dispatch:
         self.headers = headers
         self.started_mono_s = started_mono_s
         self.prompt = prompt
+        self.prefill_tokens = 0.0
+        """Estimated prompt tokens to compute at the chosen target; released at the
+        first token (``FleetView.on_first_token``)."""
 
 
 class Proxy:
@@ -213,9 +217,16 @@ class Proxy:
                 self.metrics.retries.inc()
                 self.stats.observe_retry()
             target = d.policy.pick(d.features, candidates, self.rng)
+            matched = 0
             if d.features.prefix_hashes:
+                matched = self.index.match(d.features.prefix_hashes, (target.url,)).get(
+                    target.url, 0
+                )
                 self.index.insert(d.features.prefix_hashes, target.url)
-            self.fleet.on_sent(target)
+            d.prefill_tokens = new_prefill_tokens(
+                d.features, matched, self.config.policy_config.block_chars
+            )
+            self.fleet.on_sent(target, d.prefill_tokens)
             self.metrics.child(self.metrics.decisions, policy_name, target.url).inc()
             self.inflight_total += 1
             try:
@@ -244,6 +255,9 @@ class Proxy:
                     upstream.release()
             finally:
                 self.inflight_total -= 1
+                if d.prefill_tokens:  # ended before any token (error, non-streaming)
+                    self.fleet.on_first_token(target, d.prefill_tokens)
+                    d.prefill_tokens = 0.0
                 self.fleet.on_finished(target)
         self.metrics.child(self.metrics.rejected, "upstream_unreachable").inc()
         raise ApiError(
@@ -326,6 +340,8 @@ class Proxy:
                 break
             if first_mono_s is None:
                 first_mono_s = time.monotonic()
+                self.fleet.on_first_token(target, d.prefill_tokens)
+                d.prefill_tokens = 0.0
             events += chunk.count(b"data:")
             if b'"usage"' in chunk:
                 usage = _stream_usage(chunk) or usage

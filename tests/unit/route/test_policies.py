@@ -110,6 +110,27 @@ def test_cost_prefers_the_prefix_holder_until_its_queue_outweighs_the_prefill() 
     assert p.pick(r, c, random.Random(0)).url == "http://e0"
 
 
+def test_cost_avoids_an_engine_with_a_long_prompt_still_in_prefill() -> None:
+    # Snapshots count requests, not tokens: both engines look alike, but the router sent
+    # e0 a 60k-token prompt that has not produced a first token yet.
+    fleet, c = fleet_of({"running": 1}, {"running": 1})
+    p = Cost(PolicyConfig(), PrefixIndex())
+    fleet.on_sent(c[0], prefill_tokens=60_000)
+    fleet.on_sent(c[1], prefill_tokens=200)
+    r = req(prompt_tokens=500)
+    assert {p.pick(r, c, random.Random(s)).url for s in range(20)} == {"http://e1"}
+    fleet.on_first_token(c[0], 60_000)  # e0's prefill is done: it is no longer avoided
+    assert c[0].pending_prefill_tokens == 0.0
+    assert "http://e0" in {p.pick(r, c, random.Random(s)).url for s in range(40)}
+
+
+def test_first_token_never_releases_more_prefill_than_was_sent() -> None:
+    fleet, c = fleet_of({})
+    fleet.on_sent(c[0], prefill_tokens=100)
+    fleet.on_first_token(c[0], 250)
+    assert c[0].pending_prefill_tokens == 0.0
+
+
 def test_prefix_affinity_is_gated_by_load_imbalance() -> None:
     fleet, c = fleet_of({}, {}, {})
     index = PrefixIndex()
