@@ -29,6 +29,11 @@ _BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "freshness",
         "Publish-to-router latency and fleet-view capacity.",
     ),
+    "report": (
+        "eagle_eye.bench.report",
+        "report",
+        "Run every benchmark; write docs/BENCHMARKS.md.",
+    ),
 }
 
 
