@@ -386,8 +386,7 @@ def routing(
             "speedup": None if offline else speedup,
             "seed": seed,
             "policy_overrides": list(settings),
-            "command": "eagle-eye bench routing "
-            + shlex.join(sys.argv[3:] if sys.argv[1:3] == ["bench", "routing"] else sys.argv[1:]),
+            "command": "eagle-eye bench routing " + shlex.join(_routing_args(sys.argv)),
             **info,
         },
         "capacity": capacity,
@@ -412,3 +411,12 @@ def routing(
     (out / "report.md").write_text(report.render_markdown(results, [str(p) for p in plots]))
     click.echo(report.markdown_table(results["rows"]), err=True)
     click.echo(str(out / "results.json"))
+
+
+def _routing_args(argv: list[str]) -> list[str]:
+    """The options after ``bench routing`` (global options such as ``--log-level`` and
+    the program name left out), to print the command that reproduces a result."""
+    for i in range(len(argv) - 1):
+        if argv[i] == "bench" and argv[i + 1] == "routing":
+            return argv[i + 2 :]
+    return argv[1:]
