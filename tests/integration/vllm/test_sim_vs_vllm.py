@@ -22,8 +22,8 @@ from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 MAX_NUM_SEQS = 4
-REQUESTS = 24
-MAX_TOKENS = 64
+REQUESTS = 40  # a burst long enough that samples land inside it on a busy machine
+MAX_TOKENS = 90  # the prompt is 163 tokens; 163 + 90 fits --max-model-len 256
 SHARED_PREFIX = (
     "You are the Eagle Eye test assistant. Answer briefly and precisely about KV caches, "
     "schedulers and routing. Keep the answer short. "
