@@ -386,28 +386,30 @@ class Cost:
         per_request_tokens = max(1, prompt + (request.max_tokens or 0))
         prefill_scale = c.prefill_weight / c.prefill_unit_tokens
         pending_scale = c.pending_prefill_weight / c.prefill_unit_tokens
-        stale_after_s = c.stale_after_s
+        fresh_since = now - c.stale_after_s
+        waiting_weight, running_weight, kv_weight = c.waiting_weight, c.running_weight, c.kv_weight
+        kv_full, kv_full_penalty = c.kv_full, c.kv_full_penalty
         # Inlined scoring (this loop is the router's hot path at large fleets).
         best: list[Target] = []
         best_score = float("inf")
         for t in pool:
             last = t.last_snapshot_mono_s
-            score = prefill_scale * max(0.0, prompt - matched.get(t.url, 0) * block_tokens)
-            score += pending_scale * t.pending_prefill_tokens
-            if last is not None and now - last <= stale_after_s:
-                score += c.waiting_weight * (t.waiting + t.sent_since_snapshot)
-                score += c.running_weight * t.running
+            held = matched.get(t.url, 0) * block_tokens if matched else 0.0
+            score = prefill_scale * max(0.0, prompt - held)
+            if t.pending_prefill_tokens:
+                score += pending_scale * t.pending_prefill_tokens
+            if last is not None and last >= fresh_since:
+                sent = t.sent_since_snapshot
+                score += waiting_weight * (t.waiting + sent) + running_weight * t.running
                 kv = t.kv_usage
                 if kv is not None:
                     if t.kv_capacity_tokens:
-                        kv += (
-                            per_request_tokens * (t.sent_since_snapshot + 1) / t.kv_capacity_tokens
-                        )
-                    score += c.kv_weight * kv
-                    if kv >= c.kv_full:
-                        score += c.kv_full_penalty
+                        kv += per_request_tokens * (sent + 1) / t.kv_capacity_tokens
+                    score += kv_weight * kv
+                    if kv >= kv_full:
+                        score += kv_full_penalty
             else:
-                score += c.waiting_weight * t.inflight
+                score += waiting_weight * t.inflight
             if score < best_score - _TIE_EPSILON:
                 best_score = score
                 best = [t]
