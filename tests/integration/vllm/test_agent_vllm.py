@@ -23,6 +23,8 @@ from eagle_eye.testing import async_wait_for
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
 
 MAX_NUM_SEQS = 8
+BURST_REQUESTS = 8 * MAX_NUM_SEQS
+BURST_MAX_TOKENS = 160  # the prompts are ~16 tokens; 16 + 160 fits --max-model-len 256
 
 
 @pytest.fixture
@@ -66,7 +68,9 @@ async def test_agent_snapshots_agree_with_plain_vllm(
         assert await async_wait_for(lambda: collector.latest("plain-vllm") is not None, 20)
         assert agent.watchers[0].kind is EngineKind.VLLM
         load = asyncio.create_task(
-            burst(plain_vllm.url, 3 * MAX_NUM_SEQS, max_tokens=64, tag="agent")
+            # Long enough that the batch stays full (running == MAX_NUM_SEQS) for many
+            # agent intervals: the agreement check compares two moving readings.
+            burst(plain_vllm.url, BURST_REQUESTS, max_tokens=BURST_MAX_TOKENS, tag="agent")
         )
 
         async def busy_agrees() -> bool:
@@ -102,7 +106,7 @@ async def test_agent_snapshots_agree_with_plain_vllm(
         assert snap.preemptions_total == after["vllm:num_preemptions_total"]
         mine = [s for s in collector.snapshots if s.instance_id == "plain-vllm"]
         generated = after["vllm:generation_tokens_total"] - before["vllm:generation_tokens_total"]
-        assert generated == 3 * MAX_NUM_SEQS * 64
+        assert generated == BURST_REQUESTS * BURST_MAX_TOKENS
         assert sum(s.step_generation_tokens or 0 for s in mine) == generated
         assert snap.ttft_recent_s is not None and snap.ttft_recent_s > 0
         assert snap.itl_recent_s is not None and snap.itl_recent_s > 0
