@@ -11,10 +11,8 @@ metrics, which is the difference Eagle Eye is meant to make.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +24,7 @@ from typing import Final
 
 import aiohttp
 
+from eagle_eye.bench.processes import stop_process_group
 from eagle_eye.testing import free_tcp_port
 
 DEFAULT_PEER_POLICIES: Final[dict[str, tuple[str, ...]]] = {
@@ -182,15 +181,8 @@ class PeerRouter:
     def stop(self, timeout_s: float = 5.0) -> None:
         """TERM the router's process group, then KILL after ``timeout_s``."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout_s)
+        if proc is not None:
+            stop_process_group(proc, timeout_s)
         if self._log is not None:
             self._log.close()
             self._log = None

@@ -27,7 +27,6 @@ import json
 import multiprocessing
 import os
 import platform
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from typing import Any, Final
 import aiohttp
 import click
 
+from eagle_eye.bench.processes import stop_process_group
 from eagle_eye.bench.router_backend import MODEL
 from eagle_eye.testing import free_tcp_port
 
@@ -112,15 +112,7 @@ class Child:
         raise RuntimeError(f"not ready within {timeout_s}s: {self.tail()}")
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout_s)
-            except ProcessLookupError:
-                pass
+        stop_process_group(self.proc, timeout_s)
         self.log.close()
 
 

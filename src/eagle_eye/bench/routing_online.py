@@ -11,9 +11,7 @@ the machine's cores. The fleet is started with ``eagle-eye sim`` and our router 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +25,7 @@ from typing import Any
 import aiohttp
 
 from eagle_eye.bench.peers import PeerRouter, ensure_installed
+from eagle_eye.bench.processes import stop_process_group
 from eagle_eye.bench.replay import LoadRecorder, ReplayConfig, replay
 from eagle_eye.bench.routing_metrics import LoadSample, RequestResult
 from eagle_eye.bench.trace import TraceRequest
@@ -103,15 +102,8 @@ class _Child:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout_s)
+        if proc is not None:
+            stop_process_group(proc, timeout_s)
         self._log.close()
 
 
