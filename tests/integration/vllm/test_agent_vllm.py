@@ -73,13 +73,21 @@ async def test_agent_snapshots_agree_with_plain_vllm(
             burst(plain_vllm.url, BURST_REQUESTS, max_tokens=BURST_MAX_TOKENS, tag="agent")
         )
 
-        async def busy_agrees() -> bool:
-            snap = collector.latest("plain-vllm")
-            _, page = await asyncio.to_thread(_page, plain_vllm)
-            running = page["vllm:num_requests_running"]
-            return snap is not None and running > 0 and snap.running == running
+        # Both readings move, so compare what each saw while the batch was full: vLLM's
+        # page and the agent's snapshots must both report running == MAX_NUM_SEQS.
+        page_running: list[float] = []
 
-        assert await async_wait_for(busy_agrees, 120, interval_s=0.05)
+        async def both_saw_a_full_batch() -> bool:
+            _, page = await asyncio.to_thread(_page, plain_vllm)
+            page_running.append(page["vllm:num_requests_running"])
+            agent_running = {
+                s.running for s in collector.snapshots if s.instance_id == "plain-vllm"
+            }
+            return MAX_NUM_SEQS in page_running and MAX_NUM_SEQS in agent_running
+
+        full = await async_wait_for(both_saw_a_full_batch, 120, interval_s=0.05)
+        seen = [(s.running, s.waiting, s.state.value) for s in collector.snapshots]
+        assert full, f"page running {sorted(set(page_running))}; agent saw {seen[-20:]}"
         assert all(status == 200 for status in await load)
         text, after = await asyncio.to_thread(_page, plain_vllm)
 
