@@ -54,7 +54,10 @@ class PolicyConfig:
     sample_above: int = 64
     """With more candidates than this, score only ``sample_d`` random ones (power of d
     choices) plus the best prefix holders: keeps ``pick`` O(d) at any fleet size."""
-    sample_d: int = 16
+    sample_d: int = 8
+    """Random engines scored per pick in large fleets. Balancing gains little beyond a few
+    choices (power of two already avoids herding) while ``pick`` cost grows with d; 8
+    keeps ``pick`` well under 50 us at 1,000 instances."""
     block_chars: int = DEFAULT_BLOCK_CHARS
     # cost: all terms in "requests-equivalent" units.
     prefill_weight: float = 1.0
