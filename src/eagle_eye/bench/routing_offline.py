@@ -73,8 +73,8 @@ def run_offline(
     """
     from eagle_eye.route.features import RequestFeatures
     from eagle_eye.route.fleet import FleetView
-    from eagle_eye.route.policies import PolicyConfig, make_policies, record_dispatch
-    from eagle_eye.route.prefix import DEFAULT_MAX_BLOCKS, block_hashes
+    from eagle_eye.route.policies import PolicyConfig, make_policies
+    from eagle_eye.route.prefix import CHARS_PER_TOKEN, DEFAULT_MAX_BLOCKS, block_hashes
     from eagle_eye.sim.cost_model import DEFAULT_PROFILE
     from eagle_eye.sim.offline import OfflineFleet, OfflineRequest
     from eagle_eye.snapshot import Snapshot
@@ -102,8 +102,11 @@ def run_offline(
     rng = random.Random(seed)
     head_chars = config.block_chars * DEFAULT_MAX_BLOCKS
     results: dict[int, RequestResult] = {}
-    # Router-side prefill accounting, as the gateway keeps it:
+    # Router-side prefill accounting, when the router has it (FleetView.on_first_token):
     # request -> (engine, estimated prefill tokens), released at its first token.
+    on_first_token: Any = getattr(view, "on_first_token", None)
+    on_sent: Any = view.on_sent
+    prefill_accounting = on_first_token is not None
     awaiting_first: dict[int, tuple[int, float]] = {}
     samples: list[LoadSample] = []
     next_sample_s = 0.0
@@ -137,7 +140,7 @@ def run_offline(
         engine, tokens = awaiting_first.pop(k)
         target = view.target(urls[engine])
         if target is not None:
-            view.on_first_token(target, tokens)
+            on_first_token(target, tokens)
 
     def first_tokens() -> None:
         """Release the prefill estimate of every request whose first token is out (the
@@ -203,8 +206,18 @@ def run_offline(
         )
         candidates = view.candidates(MODEL, sim.now_s)
         target = policy.pick(features, candidates, rng)
-        tokens = record_dispatch(view, index, features, target, config.block_chars)
-        awaiting_first[k] = (by_url[target.url], tokens)
+        if prefill_accounting:
+            # As the gateway does: overlap with what this target was sent before, then send.
+            matched = 0
+            if index is not None and features.prefix_hashes:
+                matched = index.match(features.prefix_hashes, (target.url,)).get(target.url, 0)
+            tokens = max(0.0, request.input_tokens - matched * config.block_chars / CHARS_PER_TOKEN)
+            on_sent(target, tokens)
+            awaiting_first[k] = (by_url[target.url], tokens)
+        else:
+            view.on_sent(target)
+        if index is not None:
+            index.insert(features.prefix_hashes, target.url)
         results[k] = RequestResult(index=k, arrival_s=request.arrival_s, engine=target.url)
         sim.submit(
             OfflineRequest(

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from eagle_eye.route.features import RequestFeatures
-from eagle_eye.route.fleet import DEFAULT_STALE_AFTER_S, FleetView, Target
+from eagle_eye.route.fleet import DEFAULT_STALE_AFTER_S, Target
 from eagle_eye.route.prefix import CHARS_PER_TOKEN, DEFAULT_BLOCK_CHARS, PrefixIndex
 
 DEFAULT_POLICY: Final = "cost"
@@ -473,29 +473,6 @@ def new_prefill_tokens(request: RequestFeatures, matched_blocks: int, block_char
     """Prompt tokens an engine holding ``matched_blocks`` leading blocks must still
     compute (what the gateway passes to ``FleetView.on_sent``)."""
     return max(0.0, request.prompt_tokens - matched_blocks * block_chars / CHARS_PER_TOKEN)
-
-
-def record_dispatch(
-    fleet: FleetView,
-    index: PrefixIndex | None,
-    request: RequestFeatures,
-    target: Target,
-    block_chars: int,
-) -> float:
-    """What the router does once a policy picked ``target``: estimate the prompt tokens
-    the engine must still compute (its overlap with what it was sent before), remember
-    the prompt's blocks there, and count the request in ``target``'s accounting.
-
-    Returns the prefill estimate, to release with ``FleetView.on_first_token``. The
-    gateway and the offline benchmark both call this, so they account identically.
-    """
-    matched = 0
-    if index is not None and request.prefix_hashes:
-        matched = index.match(request.prefix_hashes, (target.url,)).get(target.url, 0)
-        index.insert(request.prefix_hashes, target.url)
-    tokens = new_prefill_tokens(request, matched, block_chars)
-    fleet.on_sent(target, tokens)
-    return tokens
 
 
 def _stable_hash(text: str) -> int:

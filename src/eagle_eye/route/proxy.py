@@ -35,7 +35,7 @@ from eagle_eye.route.features import RequestFeatures
 from eagle_eye.route.fleet import FleetView, Target
 from eagle_eye.route.generate import LegacyStream, legacy_response
 from eagle_eye.route.metrics import RouterMetrics
-from eagle_eye.route.policies import Policy, record_dispatch
+from eagle_eye.route.policies import Policy, new_prefill_tokens
 from eagle_eye.route.prefix import PrefixIndex
 from eagle_eye.route.requests import ApiError, Operation
 
@@ -217,9 +217,16 @@ class Proxy:
                 self.metrics.retries.inc()
                 self.stats.observe_retry()
             target = d.policy.pick(d.features, candidates, self.rng)
-            d.prefill_tokens = record_dispatch(
-                self.fleet, self.index, d.features, target, self.config.policy_config.block_chars
+            matched = 0
+            if d.features.prefix_hashes:
+                matched = self.index.match(d.features.prefix_hashes, (target.url,)).get(
+                    target.url, 0
+                )
+                self.index.insert(d.features.prefix_hashes, target.url)
+            d.prefill_tokens = new_prefill_tokens(
+                d.features, matched, self.config.policy_config.block_chars
             )
+            self.fleet.on_sent(target, d.prefill_tokens)
             self.metrics.child(self.metrics.decisions, policy_name, target.url).inc()
             self.inflight_total += 1
             try:
