@@ -45,6 +45,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+try:  # as install.py inside an engine image, eagle_eye is not importable yet
+    from eagle_eye.errors import EagleEyeError
+except ImportError:  # pragma: no cover - exercised by the code-extractor test
+
+    class EagleEyeError(Exception):  # type: ignore[no-redef]
+        """Stand-in for ``eagle_eye.errors.EagleEyeError`` outside the package."""
+
+
 BUNDLE_FORMAT = 1
 TARBALL_NAME = "source_code.tar.gz"
 PLUGIN_GROUP = "vllm.stat_logger_plugins"
@@ -76,7 +84,7 @@ ENGINE_LOCAL_VERSION = "engine"
 _PURE_TAG = re.compile(r"^py[23](\.py[23])*-none-any$")
 
 
-class BundleError(RuntimeError):
+class BundleError(EagleEyeError, RuntimeError):
     """The bundle cannot be built or installed; the message says what to do."""
 
 

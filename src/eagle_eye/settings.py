@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
+from eagle_eye.errors import EagleEyeError
 from eagle_eye.subjects import ROUTING_METRICS, SubjectMode, validate_subject
 
 PREFIX: Final = "EAGLE_EYE_"
@@ -24,7 +25,7 @@ DEFAULT_PORT: Final = 8000
 DEFAULT_HEARTBEAT_S: Final = 1.0
 
 
-class SettingsError(ValueError):
+class SettingsError(EagleEyeError, ValueError):
     """A configuration value is missing or wrong; the message says what to fix."""
 
 

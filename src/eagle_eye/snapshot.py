@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final
 
+from eagle_eye.errors import EagleEyeError
+
 WIRE_MAJOR: Final = 1
 WIRE_MINOR: Final = 0
 WIRE_VERSION: Final = f"{WIRE_MAJOR}.{WIRE_MINOR}"
@@ -52,7 +54,7 @@ class EngineState(str, Enum):
     UNREACHABLE = "unreachable"
 
 
-class SnapshotError(ValueError):
+class SnapshotError(EagleEyeError, ValueError):
     """A message that is not a valid v1 snapshot; ``field`` names the culprit."""
 
     def __init__(self, field_name: str, reason: str) -> None:

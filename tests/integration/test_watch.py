@@ -16,8 +16,8 @@ import pytest
 from eagle_eye import subjects
 from eagle_eye.publish.publisher import InstanceIdentity, Publisher, Sample
 from eagle_eye.settings import NatsSettings, nats_from_env
-from eagle_eye.testing import free_tcp_port, wait_for
 from eagle_eye.watch import FleetTable, WatchOptions, render_table, run_watch
+from support import free_tcp_port, wait_for
 
 # Long heartbeat: the only way a late watcher sees state quickly is the SYNC it sends.
 _SLOW_HEARTBEAT_S = 60.0

@@ -19,6 +19,7 @@ Goals (issue 7): p99 <= 5 ms at 64 publishers; >= 50,000 snapshots/s; pick <= 50
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -35,7 +36,6 @@ from eagle_eye.bench.routing_metrics import quantile
 from eagle_eye.bus.embedded import EmbeddedNats
 from eagle_eye.settings import NatsSettings
 from eagle_eye.snapshot import Snapshot, encode
-from eagle_eye.testing import async_wait_for
 
 DEFAULT_PUBLISHERS = (8, 64, 512)
 CHANNELS_PER_CONNECTION = 64
@@ -132,10 +132,13 @@ async def measure_freshness(
     fleet = FleetView()
     latencies_ms: list[float] = []
     measuring = False
+    all_seen = asyncio.Event()
 
     def listener(snapshot: Snapshot) -> None:
         if measuring:
             latencies_ms.append((time.time() - snapshot.timestamp_s) * 1000.0)
+        elif len(fleet) >= engines:
+            all_seen.set()
 
     subscriber = FleetSubscriber(
         NatsSettings(servers=(nats_url,)), fleet, client_name="bench-freshness"
@@ -152,7 +155,8 @@ async def measure_freshness(
     try:
         proc.start()
         loop = asyncio.get_running_loop()
-        await async_wait_for(lambda: len(fleet) >= engines, timeout_s=30.0)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(all_seen.wait(), 30.0)
         seen = len(fleet)
         await asyncio.sleep(warmup_s)
         ingested_before = fleet.ingested

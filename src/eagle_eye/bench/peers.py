@@ -24,8 +24,8 @@ from typing import Final
 
 import aiohttp
 
-from eagle_eye.bench.processes import stop_process_group
-from eagle_eye.testing import free_tcp_port
+from eagle_eye.bench.processes import free_tcp_port, stop_process_group
+from eagle_eye.errors import EagleEyeError
 
 DEFAULT_PEER_POLICIES: Final[dict[str, tuple[str, ...]]] = {
     "sglang-router": ("cache_aware", "power_of_two"),
@@ -36,7 +36,7 @@ DEFAULT_PEER_POLICIES: Final[dict[str, tuple[str, ...]]] = {
 _PACKAGES: Final = {"sglang-router": "sglang-router", "vllm-router": "vllm-router"}
 
 
-class PeerError(RuntimeError):
+class PeerError(EagleEyeError, RuntimeError):
     """A peer router could not be installed or did not come up."""
 
 

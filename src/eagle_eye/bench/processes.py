@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 from typing import Any
 
@@ -23,3 +24,11 @@ def stop_process_group(proc: subprocess.Popen[Any], timeout_s: float) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout_s)
+
+
+def free_tcp_port(host: str = "127.0.0.1") -> int:
+    """A port the kernel just handed out, for child processes that cannot take port 0."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port

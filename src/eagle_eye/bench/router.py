@@ -38,9 +38,8 @@ from typing import Any, Final
 import aiohttp
 import click
 
-from eagle_eye.bench.processes import stop_process_group
+from eagle_eye.bench.processes import free_tcp_port, stop_process_group
 from eagle_eye.bench.router_backend import MODEL
-from eagle_eye.testing import free_tcp_port
 
 LITELLM_VERSION: Final = "1.108.7"
 LITELLM_KEY: Final = "sk-eagle-eye-bench"

@@ -25,17 +25,17 @@ from typing import Any
 import aiohttp
 
 from eagle_eye.bench.peers import PeerRouter, ensure_installed
-from eagle_eye.bench.processes import stop_process_group
+from eagle_eye.bench.processes import free_tcp_port, stop_process_group
 from eagle_eye.bench.replay import LoadRecorder, ReplayConfig, replay
 from eagle_eye.bench.routing_metrics import LoadSample, RequestResult
 from eagle_eye.bench.trace import TraceRequest
 from eagle_eye.bus.embedded import EmbeddedNats
-from eagle_eye.testing import free_tcp_port
+from eagle_eye.errors import EagleEyeError
 
 EAGLE_EYE = "eagle-eye"
 
 
-class BenchError(RuntimeError):
+class BenchError(EagleEyeError, RuntimeError):
     """A component of an online run did not start or misbehaved."""
 
 

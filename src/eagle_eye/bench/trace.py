@@ -25,11 +25,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
+from eagle_eye.errors import EagleEyeError
+
 MOONCAKE_BLOCK_TOKENS: Final = 512
 """Tokens per ``hash_ids`` block in the Mooncake traces."""
 
 
-class TraceError(ValueError):
+class TraceError(EagleEyeError, ValueError):
     """A trace line that is not a valid Mooncake record; ``line`` is 1-based."""
 
     def __init__(self, line: int, reason: str) -> None:

@@ -18,10 +18,12 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
+from eagle_eye.errors import EagleEyeError
+
 _LISTEN_RE = re.compile(rb"Listening for client connections on [^:\s]+:(\d+)")
 
 
-class EmbeddedNatsError(RuntimeError):
+class EmbeddedNatsError(EagleEyeError, RuntimeError):
     """The embedded server could not be found or did not start."""
 
 

@@ -33,6 +33,7 @@ from typing import Any, Final
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
 from eagle_eye import __version__
+from eagle_eye.errors import EagleEyeError
 from eagle_eye.observe.dashboard_state import DashboardState, Frame
 
 log = logging.getLogger(__name__)
@@ -318,7 +319,7 @@ class _Handlers:
         return result if isinstance(result, list) else []
 
 
-class PrometheusError(RuntimeError):
+class PrometheusError(EagleEyeError, RuntimeError):
     """Prometheus could not be reached or refused a query."""
 
 

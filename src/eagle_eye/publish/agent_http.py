@@ -19,19 +19,21 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 from urllib.parse import urlsplit
 
+from eagle_eye.errors import EagleEyeError
+
 DEFAULT_MAX_PAGE_BYTES: Final = 8 * 1024 * 1024
 """A vLLM page with many LoRA adapters is a few hundred KiB; 8 MiB means something broke."""
 
 
-class FetchError(OSError):
+class FetchError(EagleEyeError, OSError):
     """The engine did not answer (refused, reset, timed out, bad HTTP)."""
 
 
-class TruncatedPageError(ValueError):
+class TruncatedPageError(EagleEyeError, ValueError):
     """The engine closed the connection before the declared ``Content-Length``."""
 
 
-class PageTooLargeError(ValueError):
+class PageTooLargeError(EagleEyeError, ValueError):
     """The engine answered with more than the byte cap; ``size_bytes`` is what was seen."""
 
     def __init__(self, size_bytes: int, cap_bytes: int) -> None:

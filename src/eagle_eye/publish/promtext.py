@@ -30,6 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from eagle_eye.errors import EagleEyeError
+
 MAX_LINE_CHARS: Final = 64 * 1024
 """A longer sample line is treated as broken rather than parsed."""
 
@@ -40,7 +42,7 @@ _ESCAPE_RE: Final = re.compile(r"\\(.)")
 _ESCAPES: Final = {"n": "\n", "\\": "\\", '"': '"'}
 
 
-class PromParseError(ValueError):
+class PromParseError(EagleEyeError, ValueError):
     """The page (or one wanted line on it) is not valid exposition text."""
 
     def __init__(self, reason: str, line: str | None = None) -> None:

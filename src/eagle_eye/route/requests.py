@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from eagle_eye.errors import EagleEyeError
 
-class ApiError(Exception):
+
+class ApiError(EagleEyeError):
     """An error to answer with; ``headers`` adds e.g. ``Retry-After``."""
 
     def __init__(

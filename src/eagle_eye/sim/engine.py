@@ -30,6 +30,7 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 
+from eagle_eye.errors import EagleEyeError
 from eagle_eye.sim.cost_model import CostProfile, attention_pairs
 from eagle_eye.sim.kv_cache import KVCache
 from eagle_eye.sim.request import FinishReason, RequestStatus, SimRequest
@@ -42,7 +43,7 @@ from eagle_eye.sim.stats import (
 )
 
 
-class RequestRejectedError(ValueError):
+class RequestRejectedError(EagleEyeError, ValueError):
     """A request the engine refuses outright (too long for ``max_model_len``)."""
 
 

@@ -21,6 +21,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from eagle_eye.errors import EagleEyeError
+
 
 @dataclass(frozen=True, slots=True)
 class PrefixHit:
@@ -32,7 +34,7 @@ class PrefixHit:
     """How many of them sit in the evictable pool (acquiring them uses free space)."""
 
 
-class KVCacheFullError(RuntimeError):
+class KVCacheFullError(EagleEyeError, RuntimeError):
     """An allocation was attempted without checking ``can_allocate`` first."""
 
 

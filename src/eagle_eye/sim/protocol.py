@@ -25,6 +25,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from eagle_eye.errors import EagleEyeError
 from eagle_eye.sim.tokens import (
     MOONCAKE_BLOCK_TOKENS,
     prompt_key,
@@ -36,7 +37,7 @@ from eagle_eye.sim.tokens import (
 )
 
 
-class BadRequest(Exception):
+class BadRequest(EagleEyeError):
     """A request vLLM would refuse; ``status`` is the HTTP status to answer with."""
 
     def __init__(

@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.integration.agent.conftest import Collector, PageServer
 
 from eagle_eye.snapshot import EngineState
-from eagle_eye.testing import async_wait_for
+from support import async_wait_for
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
 

@@ -9,7 +9,7 @@ from tests.integration.agent.conftest import Collector, PageServer, start_agent,
 
 from eagle_eye.publish.agent import AgentConfig, EngineTarget
 from eagle_eye.snapshot import EngineState, Snapshot
-from eagle_eye.testing import async_wait_for
+from support import async_wait_for
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
 PAGE = (FIXTURES / "vllm_0.32_cpu.txt").read_bytes()

@@ -31,7 +31,7 @@ from tests.integration.agent.pages import values
 from eagle_eye.publish.agent import AgentConfig, EngineTarget
 from eagle_eye.publish.engines import EngineKind
 from eagle_eye.snapshot import EngineState
-from eagle_eye.testing import async_wait_for, free_tcp_port
+from support import async_wait_for, free_tcp_port
 
 # Only look for Ray here: importing it would load Ray into the test process, and the
 # application runs in its own child process anyway.

@@ -20,7 +20,7 @@ from eagle_eye.publish.agent import Agent, EngineTarget
 from eagle_eye.publish.engines import EngineKind
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
 from eagle_eye.snapshot import EngineState
-from eagle_eye.testing import async_wait_for
+from support import async_wait_for
 
 MODEL = "sim-llama"
 

@@ -34,7 +34,7 @@ from eagle_eye.route.gateway import Router
 from eagle_eye.settings import nats_from_env
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
 from eagle_eye.snapshot import Snapshot, encode
-from eagle_eye.testing import async_wait_for
+from support import async_wait_for
 
 T = TypeVar("T")
 

@@ -24,7 +24,7 @@ from eagle_eye.observe.dashboard_stats import RouterStatsRecorder
 from eagle_eye.route.fleet import FleetView
 from eagle_eye.route.subscriber import FleetSubscriber
 from eagle_eye.settings import nats_from_env
-from eagle_eye.testing import async_wait_for, free_tcp_port
+from support import async_wait_for, free_tcp_port
 
 EAGLE_EYE = str(Path(sys.executable).parent / "eagle-eye")
 """The console script installed beside this Python."""

@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 from dashboard_harness import LiveFleet
 
-from eagle_eye.testing import free_tcp_port, wait_for
+from support import free_tcp_port, wait_for
 
 pytestmark = [
     pytest.mark.prometheus,

@@ -13,7 +13,7 @@ import pytest
 from dashboard_harness import LiveFleet, PublishedFleet
 from terminal_png import render_capture
 
-from eagle_eye.testing import wait_for
+from support import wait_for
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 

@@ -16,7 +16,7 @@ from eagle_eye import subjects
 from eagle_eye.observe.exporter_cli import Exporter
 from eagle_eye.settings import nats_from_env
 from eagle_eye.snapshot import Snapshot, encode
-from eagle_eye.testing import async_wait_for, free_tcp_port, wait_for
+from support import async_wait_for, free_tcp_port, wait_for
 
 EAGLE_EYE = [sys.executable, "-c", "from eagle_eye.cli import main; main()"]
 

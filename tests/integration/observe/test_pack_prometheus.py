@@ -32,7 +32,7 @@ from eagle_eye.route.config import RouterConfig
 from eagle_eye.route.gateway import Router
 from eagle_eye.settings import nats_from_env
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
-from eagle_eye.testing import async_wait_for, free_tcp_port
+from support import async_wait_for, free_tcp_port
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.timeout(240)]
 

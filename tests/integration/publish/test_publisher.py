@@ -17,7 +17,7 @@ from eagle_eye.publish.publisher import InstanceIdentity, Publisher, Sample
 from eagle_eye.settings import NatsSettings
 from eagle_eye.snapshot import EngineState, Snapshot, decode
 from eagle_eye.subjects import SubjectMode
-from eagle_eye.testing import async_wait_for, free_tcp_port, wait_for
+from support import async_wait_for, free_tcp_port, wait_for
 
 IDENTITY = InstanceIdentity(
     instance_id="engine-a", model="m", engine="sim", endpoint="http://127.0.0.1:9"

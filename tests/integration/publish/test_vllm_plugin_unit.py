@@ -16,7 +16,7 @@ from eagle_eye.publish.publisher import InstanceIdentity, Publisher
 from eagle_eye.publish.vllm_plugin import EagleEyeStatLogger, served_model_name
 from eagle_eye.settings import NatsSettings, publisher_from_env
 from eagle_eye.snapshot import EngineState
-from eagle_eye.testing import wait_for
+from support import wait_for
 
 IDENTITY = InstanceIdentity(instance_id="i", model="m", engine="vllm")
 

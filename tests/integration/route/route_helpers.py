@@ -14,7 +14,7 @@ from eagle_eye.route.config import BACKEND_HEADER, RouterConfig
 from eagle_eye.route.gateway import Router
 from eagle_eye.settings import nats_from_env
 from eagle_eye.sim.fleet import SimFleet
-from eagle_eye.testing import async_wait_for
+from support import async_wait_for
 
 MODEL = "sim-llama"
 

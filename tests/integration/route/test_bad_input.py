@@ -9,7 +9,7 @@ import pytest
 from route_helpers import MODEL, chat, running_router, wait_for_fleet
 
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
-from eagle_eye.testing import async_wait_for
+from support import async_wait_for
 
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"

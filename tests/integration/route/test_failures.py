@@ -15,7 +15,7 @@ from eagle_eye.bus.embedded import EmbeddedNats
 from eagle_eye.route.fleet import Health
 from eagle_eye.route.policies import PolicyConfig
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
-from eagle_eye.testing import async_wait_for, free_tcp_port
+from support import async_wait_for, free_tcp_port
 
 
 async def test_nats_outage_keeps_routing_on_local_accounting_and_recovers(

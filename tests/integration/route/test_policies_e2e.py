@@ -11,7 +11,7 @@ from route_helpers import MODEL, by_engine, chat, running_router, wait_for_fleet
 
 from eagle_eye.route.policies import PolicyConfig
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
-from eagle_eye.testing import async_wait_for
+from support import async_wait_for
 
 
 @pytest.mark.parametrize("policy", ["cost", "least_request", "kv_aware", "least_waiting"])

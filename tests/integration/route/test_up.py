@@ -12,7 +12,7 @@ import threading
 import aiohttp
 import pytest
 
-from eagle_eye.testing import async_wait_for, wait_for
+from support import async_wait_for, wait_for
 
 
 def start_up() -> subprocess.Popen[bytes]:

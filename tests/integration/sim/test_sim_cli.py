@@ -8,7 +8,7 @@ import subprocess
 import sys
 import urllib.request
 
-from eagle_eye.testing import free_tcp_port, wait_for
+from support import free_tcp_port, wait_for
 
 
 def _get(url: str) -> int:

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
 from eagle_eye.sim.metrics import ITL_BUCKETS_S, TTFT_BUCKETS_S
-from eagle_eye.testing import async_wait_for
+from support import async_wait_for
 
 MODEL = "sim-llama"
 

@@ -12,7 +12,7 @@ import nats
 from eagle_eye import subjects
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
 from eagle_eye.snapshot import decode
-from eagle_eye.testing import async_wait_for
+from support import async_wait_for
 
 
 async def test_snapshots_arrive_per_engine_with_live_queue_state(nats_url: str) -> None:

@@ -31,7 +31,7 @@ from vllm_harness import (
 
 from eagle_eye import subjects
 from eagle_eye.bus.embedded import EmbeddedNats
-from eagle_eye.testing import free_tcp_port
+from support import free_tcp_port
 
 VllmServerFactory = Callable[..., VllmServer]
 

@@ -18,7 +18,7 @@ from vllm_harness import SERVED_MODEL_NAME, VllmServer
 from eagle_eye.publish.agent import AgentConfig, EngineTarget
 from eagle_eye.publish.engines import EngineKind
 from eagle_eye.snapshot import EngineState
-from eagle_eye.testing import async_wait_for
+from support import async_wait_for
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
 

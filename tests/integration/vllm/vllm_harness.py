@@ -27,7 +27,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from eagle_eye.bus.embedded import EmbeddedNats
-from eagle_eye.testing import free_tcp_port
+from support import free_tcp_port
 
 HERE = Path(__file__).resolve().parent
 MODEL_SCRIPT = HERE / "make_tiny_model.py"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Final
 
+from eagle_eye.errors import EagleEyeError
 from eagle_eye.publish.promtext import Page, PromSample, finite, scan
 
 
@@ -29,7 +30,7 @@ class EngineKind(str, Enum):
     RAY_SERVE = "ray-serve"
 
 
-class MappingError(ValueError):
+class MappingError(EagleEyeError, ValueError):
     """The page parsed but lacks what every page of this engine has (wrong kind?)."""
 
 

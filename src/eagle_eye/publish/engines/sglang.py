@@ -16,6 +16,7 @@ import math
 from dataclasses import replace
 from typing import Any, Final
 
+from eagle_eye.errors import EagleEyeError
 from eagle_eye.publish.engines.base import (
     EngineKind,
     EngineMap,
@@ -61,7 +62,7 @@ def read(text: str, default_model: str | None = None) -> list[Reading]:
     return [clamp_ratio(r) for r in read_page(text, SGLANG, default_model)]
 
 
-class LoadsError(ValueError):
+class LoadsError(EagleEyeError, ValueError):
     """``/v1/loads`` answered with something that is not its documented shape."""
 
 

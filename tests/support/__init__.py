@@ -1,4 +1,4 @@
-"""Helpers for tests of Eagle Eye and of code built on it (public, kept stable).
+"""Helpers shared by the test suite (on ``sys.path`` through pytest's ``pythonpath``).
 
 No test synchronises by sleeping: it waits for a condition with a deadline.
 """
