@@ -23,6 +23,16 @@ from eagle_eye.subjects import ROUTING_METRICS, SubjectMode, validate_subject
 PREFIX: Final = "EAGLE_EYE_"
 DEFAULT_PORT: Final = 8000
 DEFAULT_HEARTBEAT_S: Final = 1.0
+"""How often an idle publisher re-sends its newest snapshot."""
+DEFAULT_STALE_AFTER_S: Final = 2.0 * DEFAULT_HEARTBEAT_S
+"""A snapshot older than two heartbeats no longer describes its engine: the router scores
+that engine on its own accounting instead."""
+DEFAULT_READY_STALE_AFTER_S: Final = 5.0 * DEFAULT_HEARTBEAT_S
+"""Monitoring's bound (exporter, ``eagle_eye_model_ready_instances``): looser than
+routing's, so one late heartbeat does not flap a readiness series that alerts fire on."""
+DEFAULT_FORGET_AFTER_S: Final = 300.0
+"""Consumers drop an engine rank silent this long while NATS is up (it vanished without
+saying ``stopping``)."""
 
 
 class SettingsError(EagleEyeError, ValueError):

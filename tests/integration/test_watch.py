@@ -14,9 +14,9 @@ import nats
 import pytest
 
 from eagle_eye import subjects
+from eagle_eye.observe.watch import FleetTable, WatchOptions, render_table, run_watch
 from eagle_eye.publish.publisher import InstanceIdentity, Publisher, Sample
 from eagle_eye.settings import NatsSettings, nats_from_env
-from eagle_eye.watch import FleetTable, WatchOptions, render_table, run_watch
 from support import free_tcp_port, wait_for
 
 # Long heartbeat: the only way a late watcher sees state quickly is the SYNC it sends.

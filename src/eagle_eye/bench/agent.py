@@ -4,7 +4,7 @@ The page is a real vLLM ``/metrics`` capture (``tests/fixtures/metrics/vllm_0.32
 614 lines, ~50 KB, taken from vLLM 0.32 on CPU with 23 requests running). Both sides
 start from the same ``str`` in the same process:
 
-* ours: ``eagle_eye.publish.engines.vllm.read`` (find the wanted lines, parse them, map
+* ours: ``eagle_eye.publish.agent.engines.vllm.read`` (find the wanted lines, parse them, map
   them to a per-rank ``Reading``): everything the agent does per scrape besides HTTP;
 * peer: ``prometheus_client.parser.text_string_to_metric_families`` over the whole
   page, every sample materialised (what a generic scraper would do before picking
@@ -26,7 +26,7 @@ from typing import Any
 
 import click
 
-from eagle_eye.publish.engines import vllm
+from eagle_eye.publish.agent.engines import vllm
 
 _DEFAULT_PAGE = (
     Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "metrics" / "vllm_0.32_cpu.txt"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from eagle_eye.cli import LazyGroup
+from eagle_eye.lazy_group import LazyGroup
 
 _BENCHMARKS: dict[str, tuple[str, str, str]] = {
     "publisher": (
@@ -20,7 +20,7 @@ _BENCHMARKS: dict[str, tuple[str, str, str]] = {
     ),
     "agent": ("eagle_eye.bench.agent", "agent", "Agent /metrics parse cost vs prometheus_client."),
     "routing": (
-        "eagle_eye.bench.routing",
+        "eagle_eye.bench.routing.cli",
         "routing",
         "Routing quality on a trace vs round-robin and peer routers.",
     ),

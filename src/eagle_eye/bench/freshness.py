@@ -32,7 +32,7 @@ from typing import Any
 
 import click
 
-from eagle_eye.bench.routing_metrics import quantile
+from eagle_eye.bench.routing.metrics import quantile
 from eagle_eye.bus.embedded import EmbeddedNats
 from eagle_eye.settings import NatsSettings
 from eagle_eye.snapshot import Snapshot, encode
@@ -126,8 +126,8 @@ async def measure_freshness(
     nats_url: str, engines: int, *, step_hz: float, duration_s: float, warmup_s: float = 1.0
 ) -> dict[str, Any]:
     """One level: ``engines`` publishers at ``step_hz`` for ``warmup_s + duration_s``."""
-    from eagle_eye.route.fleet import FleetView
-    from eagle_eye.route.subscriber import FleetSubscriber
+    from eagle_eye.fleet.subscriber import FleetSubscriber
+    from eagle_eye.fleet.view import FleetView
 
     fleet = FleetView()
     latencies_ms: list[float] = []
@@ -224,7 +224,7 @@ def _snapshots(instances: int, per_instance: int) -> list[bytes]:
 
 def measure_ingest(instances: int = 1000, per_instance: int = 60) -> dict[str, Any]:
     """``FleetView.ingest`` throughput: decode + apply, snapshots per second."""
-    from eagle_eye.route.fleet import FleetView
+    from eagle_eye.fleet.view import FleetView
 
     messages = _snapshots(instances, per_instance)
     fleet = FleetView()
@@ -246,8 +246,8 @@ def measure_pick(
     instances: int = 1000, picks: int = 20_000, policies: Sequence[str] = ("default",)
 ) -> dict[str, Any]:
     """Latency of ``candidates()`` + ``pick`` over ``instances`` ready targets."""
+    from eagle_eye.fleet.view import FleetView
     from eagle_eye.route.features import RequestFeatures
-    from eagle_eye.route.fleet import FleetView
     from eagle_eye.route.policies import make_policies
     from eagle_eye.route.prefix import block_hashes
 

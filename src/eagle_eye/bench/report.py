@@ -29,7 +29,7 @@ from typing import Any
 
 import click
 
-from eagle_eye.bench.routing_report import goal_check, markdown_table
+from eagle_eye.bench.routing.report import goal_check, markdown_table
 
 JSON_BENCHMARKS: tuple[tuple[str, str, str], ...] = (
     # (name, module that must exist, what it measures)

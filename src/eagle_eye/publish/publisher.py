@@ -24,18 +24,15 @@ import weakref
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-import nats
 from nats.aio.client import Client as NatsClient
 
 from eagle_eye import subjects
-from eagle_eye.bus.connect import connect_options
+from eagle_eye.bus.connection import Connection
 from eagle_eye.settings import NatsSettings
 from eagle_eye.snapshot import EngineState, Snapshot, SnapshotError, encode
 
 log = logging.getLogger(__name__)
 
-_BACKOFF_START_S: Final = 0.25
-_BACKOFF_MAX_S: Final = 5.0
 _BUSY_POLL_S: Final = 0.002
 _BUSY_POLL_MIN_S: Final = 0.0005
 _BUSY_POLL_MAX_S: Final = 0.004
@@ -253,10 +250,9 @@ class Publisher:
         self._shutdown_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._thread: threading.Thread | None = None
-        self._nc: NatsClient | None = None
+        self._conn: Connection | None = None
         self._connected = threading.Event()
         self._stopped = threading.Event()
-        self._warned_unreachable = False
         if settings is not None:
             self._start_thread()
             _LIVE_PUBLISHERS.add(self)
@@ -269,8 +265,8 @@ class Publisher:
 
     @property
     def connected(self) -> bool:
-        nc = self._nc
-        return nc is not None and nc.is_connected
+        conn = self._conn
+        return conn is not None and conn.connected
 
     def wait_connected(self, timeout_s: float) -> bool:
         """Block until the first connection is up (for tools and tests, not the engine)."""
@@ -367,12 +363,9 @@ class Publisher:
             channel._unsent = True
         await self._send_due(force_all=True)
         self._stopping = True
-        nc = self._nc
-        if nc is not None and nc.is_connected:
-            with contextlib.suppress(Exception):
-                await nc.flush(timeout=1)
-        if nc is not None:
-            await nc.close()
+        if self._conn is not None:
+            await self._conn.flush(timeout_s=1)
+            await self._conn.close()
         self._set_wake()
 
     # -- sender thread -----------------------------------------------------------------
@@ -382,46 +375,50 @@ class Publisher:
             return list(self._channels)
 
     async def _run(self) -> None:
-        assert self._wake is not None
-        connector = asyncio.ensure_future(self._connect_forever())
+        assert self._wake is not None and self._settings is not None
+        self._conn = Connection(
+            self._settings,
+            name=self._client_name,
+            role="eagle-eye",
+            on_connect=self._on_connect,
+            meanwhile="the engine keeps serving, retrying in the background",
+        )
+        self._conn.start()
         last_fresh_mono = -math.inf
         poll_s = _BUSY_POLL_S
         last_coalesced = self.stats.coalesced
-        try:
-            while not self._stopping:
-                if self._sender_idle:
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), self._heartbeat_s / 4)
-                else:
-                    await asyncio.sleep(poll_s)
-                self._wake.clear()
-                self._wake_pending = False
-                if not self._stopping:
-                    await self._send_due(force_all=False)
-                    now_mono = time.monotonic()
-                    if now_mono - last_fresh_mono < _BUSY_LINGER_S:
-                        self._sender_idle = False
-                        fresh = self._new_samples()
-                        if fresh:
-                            last_fresh_mono = now_mono
-                        if self.stats.coalesced > last_coalesced and self.connected:
-                            poll_s = max(_BUSY_POLL_MIN_S, poll_s / 2)
-                        elif not fresh:
-                            poll_s = min(_BUSY_POLL_MAX_S, poll_s * 1.25)
-                        last_coalesced = self.stats.coalesced
-                        continue
-                    # Say "idle" first, then look: an offer() that saw "busy" and skipped
-                    # the wake-up is caught by this look; a later one sees "idle".
-                    self._sender_idle = True
-                    if self._new_samples():
-                        self._sender_idle = False
+        while not self._stopping:
+            if self._sender_idle:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self._heartbeat_s / 4)
+            else:
+                await asyncio.sleep(poll_s)
+            self._wake.clear()
+            self._wake_pending = False
+            if not self._stopping:
+                await self._send_due(force_all=False)
+                now_mono = time.monotonic()
+                if now_mono - last_fresh_mono < _BUSY_LINGER_S:
+                    self._sender_idle = False
+                    fresh = self._new_samples()
+                    if fresh:
                         last_fresh_mono = now_mono
-            # _shutdown() sets _stopping before it closes the connection; a polling
-            # loop sees that first. Let the close finish before the loop is torn down.
-            if self._shutdown_task is not None:  # bounded: a dead NATS must not hang us
-                await asyncio.wait({self._shutdown_task}, timeout=2.0)
-        finally:
-            connector.cancel()
+                    if self.stats.coalesced > last_coalesced and self.connected:
+                        poll_s = max(_BUSY_POLL_MIN_S, poll_s / 2)
+                    elif not fresh:
+                        poll_s = min(_BUSY_POLL_MAX_S, poll_s * 1.25)
+                    last_coalesced = self.stats.coalesced
+                    continue
+                # Say "idle" first, then look: an offer() that saw "busy" and skipped
+                # the wake-up is caught by this look; a later one sees "idle".
+                self._sender_idle = True
+                if self._new_samples():
+                    self._sender_idle = False
+                    last_fresh_mono = now_mono
+        # _shutdown() sets _stopping before it closes the connection; a polling
+        # loop sees that first. Let the close finish before the loop is torn down.
+        if self._shutdown_task is not None:  # bounded: a dead NATS must not hang us
+            await asyncio.wait({self._shutdown_task}, timeout=2.0)
 
     def _new_samples(self) -> bool:
         """Whether any channel got a sample since the sender last looked."""
@@ -441,7 +438,7 @@ class Publisher:
                 await self._send_one(channel, now_mono)
 
     async def _send_one(self, channel: Channel, now_mono: float | None = None) -> None:
-        nc = self._nc
+        nc = self._conn.client if self._conn is not None else None
         now_mono = time.monotonic() if now_mono is None else now_mono
         if nc is None or not nc.is_connected:
             if channel._unsent:
@@ -463,64 +460,22 @@ class Publisher:
             self.stats.sent += 1
         channel.mark_sent(now_mono)
 
-    async def _connect_forever(self) -> None:
-        """Connect once; nats-py then retries and reconnects forever by itself.
-
-        The loop only matters for errors nats-py does not retry (a bad TLS set-up, say).
-        """
-        assert self._settings is not None
-        settings = self._settings
-        delay = _BACKOFF_START_S
-        while not self._stopping:
-            try:
-                nc = await nats.connect(
-                    **connect_options(settings, name=self._client_name),
-                    reconnected_cb=self._on_reconnected,
-                    disconnected_cb=self._on_disconnected,
-                    error_cb=self._on_error,
-                )
-            except Exception as exc:  # noqa: BLE001 - any failure means "try again later"
-                await self._on_error(exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _BACKOFF_MAX_S)
-                continue
-            self._nc = nc
-            self.stats.connects += 1
+    async def _on_connect(self, nc: NatsClient, first: bool) -> None:
+        """Answer sync requests from now on and re-send every channel's state."""
+        self.stats.connects += 1
+        if first:
             await nc.subscribe(subjects.SYNC, cb=self._on_sync)
-            log.info("eagle-eye: publishing to NATS at %s", settings.display_url)
+            assert self._settings is not None
+            log.info("eagle-eye: publishing to NATS at %s", self._settings.display_url)
             self._connected.set()
-            self._mark_all_unsent()
-            return
+        else:
+            log.info("eagle-eye: reconnected to NATS")
+        self._mark_all_unsent()
 
     def _mark_all_unsent(self) -> None:
         for channel in self._snapshot_channels():
             channel._force = True
         self._set_wake()
-
-    async def _on_reconnected(self) -> None:
-        self.stats.connects += 1
-        log.info("eagle-eye: reconnected to NATS")
-        self._mark_all_unsent()
-
-    async def _on_disconnected(self) -> None:
-        if not self._stopping:
-            log.debug("eagle-eye: disconnected from NATS; will reconnect")
-
-    async def _on_error(self, exc: Exception) -> None:
-        if self._connected.is_set():
-            _log_limited(f"eagle-eye: NATS error: {exc!r}")
-            return
-        # nats-py retries the first connection forever and reports each failure here.
-        assert self._settings is not None
-        level = logging.DEBUG if self._warned_unreachable else logging.WARNING
-        self._warned_unreachable = True
-        log.log(
-            level,
-            "eagle-eye: NATS unreachable at %s (%s); the engine keeps serving, "
-            "retrying in the background",
-            self._settings.display_url,
-            exc or type(exc).__name__,
-        )
 
     async def _on_sync(self, _msg: Any) -> None:
         self.stats.syncs += 1

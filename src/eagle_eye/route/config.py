@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+from eagle_eye.fleet.target import DEFAULT_EJECT_S, DEFAULT_FAILURES_TO_EJECT
 from eagle_eye.route.policies import DEFAULT_POLICY, PolicyConfig
-from eagle_eye.settings import NatsSettings
+from eagle_eye.settings import DEFAULT_FORGET_AFTER_S, NatsSettings
 
 DEFAULT_ROUTER_PORT: Final = 8080
 POLICY_HEADER: Final = "x-eagle-eye-policy"
@@ -40,8 +41,8 @@ class RouterConfig:
     retries: int = 1
     """Extra attempts on another instance after a connect error or 5xx before any byte
     reached the client."""
-    failures_to_eject: int = 3
-    eject_s: float = 5.0
+    failures_to_eject: int = DEFAULT_FAILURES_TO_EJECT
+    eject_s: float = DEFAULT_EJECT_S
     probe_interval_s: float = 2.0
     """How often ejected and static backends are probed (``GET /v1/models``)."""
     connect_timeout_s: float = 2.0
@@ -58,10 +59,6 @@ class RouterConfig:
     upstream_api_key: str | None = None
     """Key sent to engines (else the client's Authorization header is passed through
     when the router itself does not check keys)."""
-    forget_after_s: float = 300.0
-    dashboard: bool = True
-    """Serve the live web dashboard at ``/dashboard/`` (when its module is installed)."""
-    prometheus_url: str | None = None
-    """Prometheus base URL the dashboard reads longer history from."""
+    forget_after_s: float = DEFAULT_FORGET_AFTER_S
     rng_seed: int | None = None
     """Seed for tie-breaks and sampling (tests); None: seeded from the OS."""

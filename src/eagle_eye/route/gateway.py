@@ -8,8 +8,8 @@ policies, the ``Proxy`` that talks to engines, and ``RouterMetrics``. Use it in-
     ...
     await router.close()
 
-``router.app`` is the aiohttp application; other components (the dashboard) may add
-routes to it before ``start()``.
+``router.app`` is the aiohttp application; the composition root (``commands/``) mounts
+the live dashboard on it before ``start()``: this module imports nothing of ``observe``.
 
 Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``,
 ``POST /generate`` (the seed's), ``GET /health`` (liveness), ``GET /ready`` (an instance
@@ -31,17 +31,18 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from eagle_eye.observe.dashboard_stats import RouterStats
+from eagle_eye.fleet.stats import RouterStats
+from eagle_eye.fleet.subscriber import FleetSubscriber
+from eagle_eye.fleet.target import Health, Target
+from eagle_eye.fleet.view import FleetView
 from eagle_eye.route.config import POLICY_HEADER, SESSION_HEADER, RouterConfig
 from eagle_eye.route.features import request_features
-from eagle_eye.route.fleet import FleetView, Health, Target
 from eagle_eye.route.generate import to_completions_body
 from eagle_eye.route.metrics import RouterMetrics
 from eagle_eye.route.policies import POLICY_NAMES, Policy, make_policies
 from eagle_eye.route.prefix import PrefixIndex
 from eagle_eye.route.proxy import Dispatch, Proxy
 from eagle_eye.route.requests import ApiError, Operation, parse_body
-from eagle_eye.route.subscriber import FleetSubscriber
 from eagle_eye.snapshot import EngineState, to_dict
 
 log = logging.getLogger(__name__)
@@ -176,23 +177,7 @@ class Router:
         app.router.add_get("/ready", self.handle_ready)
         app.router.add_get("/metrics", self.handle_metrics)
         app.router.add_get("/fleet", self.handle_fleet)
-        if self.config.dashboard:
-            self._mount_dashboard(app)
         return app
-
-    def _mount_dashboard(self, app: web.Application) -> None:
-        try:
-            from eagle_eye.observe.dashboard import create_dashboard_app, mount_dashboard
-            from eagle_eye.observe.dashboard_state import DashboardConfig, DashboardState
-        except ImportError as exc:  # the dashboard is optional: the router works without
-            log.info("router: dashboard not available (%s)", exc)
-            return
-        state = DashboardState(
-            self.fleet,
-            router=self,
-            config=DashboardConfig(stale_after_s=self.config.policy_config.stale_after_s),
-        )
-        mount_dashboard(app, create_dashboard_app(state, prometheus_url=self.config.prometheus_url))
 
     def router_stats(self) -> RouterStats:
         """Cumulative request counters and latency histograms (the dashboard's seam)."""

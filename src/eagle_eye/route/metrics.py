@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from eagle_eye.route.fleet import FleetView
+from eagle_eye.fleet.view import FleetView
 
 # OTel GenAI recommended bucket boundaries.
 TTFT_BUCKETS_S = (

@@ -37,9 +37,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from eagle_eye.fleet.target import Target
 from eagle_eye.route.features import RequestFeatures
-from eagle_eye.route.fleet import DEFAULT_STALE_AFTER_S, Target
 from eagle_eye.route.prefix import CHARS_PER_TOKEN, DEFAULT_BLOCK_CHARS, PrefixIndex
+from eagle_eye.settings import DEFAULT_STALE_AFTER_S
 
 DEFAULT_POLICY: Final = "cost"
 _TIE_EPSILON: Final = 1e-9

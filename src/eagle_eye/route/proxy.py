@@ -29,10 +29,11 @@ from typing import Any, Final
 import aiohttp
 from aiohttp import web
 
-from eagle_eye.observe.dashboard_stats import RouterStatsRecorder
+from eagle_eye.fleet.stats import RouterStatsRecorder
+from eagle_eye.fleet.target import Target
+from eagle_eye.fleet.view import FleetView
 from eagle_eye.route.config import BACKEND_HEADER, RouterConfig
 from eagle_eye.route.features import RequestFeatures
-from eagle_eye.route.fleet import FleetView, Target
 from eagle_eye.route.generate import LegacyStream, legacy_response
 from eagle_eye.route.metrics import RouterMetrics
 from eagle_eye.route.policies import Policy, new_prefill_tokens

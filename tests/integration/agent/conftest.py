@@ -16,7 +16,7 @@ import pytest
 from nats.aio.client import Client
 
 from eagle_eye import subjects
-from eagle_eye.publish.agent import Agent, AgentConfig, EngineTarget
+from eagle_eye.publish.agent.watcher import Agent, AgentConfig, EngineTarget
 from eagle_eye.publish.publisher import Publisher
 from eagle_eye.settings import NatsSettings
 from eagle_eye.snapshot import Snapshot, decode

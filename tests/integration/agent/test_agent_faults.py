@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.integration.agent.conftest import Collector, PageServer, start_agent, stop_agent
 
-from eagle_eye.publish.agent import AgentConfig, EngineTarget
+from eagle_eye.publish.agent.watcher import AgentConfig, EngineTarget
 from eagle_eye.snapshot import EngineState, Snapshot
 from support import async_wait_for
 

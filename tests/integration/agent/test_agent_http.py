@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from tests.integration.agent.conftest import PageServer
 
-from eagle_eye.publish.agent_http import FetchError, HttpFetcher, PageTooLargeError
+from eagle_eye.publish.agent.http import FetchError, HttpFetcher, PageTooLargeError
 
 
 class RawServer:

@@ -28,8 +28,8 @@ import pytest
 from tests.integration.agent.conftest import Collector, start_agent, stop_agent
 from tests.integration.agent.pages import values
 
-from eagle_eye.publish.agent import AgentConfig, EngineTarget
-from eagle_eye.publish.engines import EngineKind
+from eagle_eye.publish.agent.engines import EngineKind
+from eagle_eye.publish.agent.watcher import AgentConfig, EngineTarget
 from eagle_eye.snapshot import EngineState
 from support import async_wait_for, free_tcp_port
 

@@ -16,8 +16,8 @@ import pytest
 from tests.integration.agent.conftest import Collector, start_agent, stop_agent
 from tests.integration.agent.pages import bucket_bounds, fetch_text, values
 
-from eagle_eye.publish.agent import Agent, EngineTarget
-from eagle_eye.publish.engines import EngineKind
+from eagle_eye.publish.agent.engines import EngineKind
+from eagle_eye.publish.agent.watcher import Agent, EngineTarget
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
 from eagle_eye.snapshot import EngineState
 from support import async_wait_for
@@ -149,12 +149,20 @@ async def test_sglang_flavour_with_loads_agrees_with_the_engine(
         text = await fetch_text(url + "/metrics")
         page = values(text, model_name=MODEL, dp_rank="0")
 
+        def generated_in_snapshots() -> int:
+            sent = [s for s in collector.snapshots if s.instance_id == "sgl"]
+            return sum(s.step_generation_tokens or 0 for s in sent)
+
         async def settled() -> bool:
+            # The agent reads /metrics, then overlays /v1/loads: one scrape can pair the
+            # idle queue of the newer page with the counters of the older one, so wait for
+            # the scrape after that too (the deltas then add up to the engine's counter).
             snap = collector.latest("sgl")
             return (
                 snap is not None
                 and snap.running == 0
                 and snap.kv_usage == (page["sglang:token_usage"])
+                and generated_in_snapshots() == page["sglang:generation_tokens_total"]
             )
 
         assert await async_wait_for(settled, 10)
@@ -164,8 +172,7 @@ async def test_sglang_flavour_with_loads_agrees_with_the_engine(
         assert snap.engine_version == "eagle-eye-sim"  # from /v1/loads
         assert snap.kv_capacity_tokens == page["sglang:max_total_num_tokens"]
         assert snap.waiting == page["sglang:num_queue_reqs"]
-        sent = [s for s in collector.snapshots if s.instance_id == "sgl"]
-        assert sum(s.step_generation_tokens or 0 for s in sent) == sum(generated)
+        assert generated_in_snapshots() == sum(generated)
         assert page["sglang:generation_tokens_total"] == sum(generated)
         lower, upper = bucket_bounds(text, "sglang:time_to_first_token_seconds", dp_rank="0")
         assert snap.ttft_recent_s is not None and lower <= snap.ttft_recent_s <= upper

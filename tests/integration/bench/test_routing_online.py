@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from eagle_eye.bench.peers import available
-from eagle_eye.bench.routing import routing
-from eagle_eye.bench.trace import load_trace
+from eagle_eye.bench.routing.cli import routing
+from eagle_eye.bench.routing.trace import load_trace
 
 SLICE = Path(__file__).parents[2] / "unit" / "bench" / "data" / "mooncake_slice.jsonl"
 

@@ -29,6 +29,7 @@ import aiohttp
 import nats
 
 from eagle_eye import subjects
+from eagle_eye.commands.compose import mount_dashboard
 from eagle_eye.route.config import RouterConfig
 from eagle_eye.route.gateway import Router
 from eagle_eye.settings import nats_from_env
@@ -101,8 +102,8 @@ class LiveFleet:
         )
         await self.fleet.start()
         nats = nats_from_env({}, url=self.nats_url)
-        config = RouterConfig(port=0, nats=nats, rng_seed=1, prometheus_url=self.prometheus_url)
-        self.router = Router(config)
+        self.router = Router(RouterConfig(port=0, nats=nats, rng_seed=1))
+        assert mount_dashboard(self.router, prometheus_url=self.prometheus_url)
         await self.router.start()
         # Ready means what a person sees after `eagle-eye up`: every engine in the view.
         router = self.router

@@ -18,11 +18,11 @@ import pytest
 from aiohttp import web
 from dashboard_harness import PublishedFleet
 
-from eagle_eye.observe.dashboard import create_dashboard_app, mount_dashboard
-from eagle_eye.observe.dashboard_state import DashboardConfig, DashboardState
-from eagle_eye.observe.dashboard_stats import RouterStatsRecorder
-from eagle_eye.route.fleet import FleetView
-from eagle_eye.route.subscriber import FleetSubscriber
+from eagle_eye.fleet.stats import RouterStatsRecorder
+from eagle_eye.fleet.subscriber import FleetSubscriber
+from eagle_eye.fleet.view import FleetView
+from eagle_eye.observe.dashboard.app import create_dashboard_app, mount_dashboard
+from eagle_eye.observe.dashboard.state import DashboardConfig, DashboardState
 from eagle_eye.settings import nats_from_env
 from support import async_wait_for, free_tcp_port
 

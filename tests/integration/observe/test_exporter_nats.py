@@ -13,7 +13,7 @@ import aiohttp
 import nats
 
 from eagle_eye import subjects
-from eagle_eye.observe.exporter_cli import Exporter
+from eagle_eye.observe.exporter.cli import Exporter
 from eagle_eye.settings import nats_from_env
 from eagle_eye.snapshot import Snapshot, encode
 from support import async_wait_for, free_tcp_port, wait_for

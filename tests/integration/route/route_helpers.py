@@ -22,7 +22,7 @@ MODEL = "sim-llama"
 @contextlib.asynccontextmanager
 async def running_router(nats_url: str | None = None, **overrides: Any) -> AsyncIterator[Router]:
     """A router on 127.0.0.1, kernel-chosen port, deterministic tie-breaks."""
-    fields: dict[str, Any] = {"port": 0, "rng_seed": 0, "dashboard": False}
+    fields: dict[str, Any] = {"port": 0, "rng_seed": 0}
     if nats_url is not None:
         fields["nats"] = nats_from_env({}, url=nats_url)
     fields.update(overrides)

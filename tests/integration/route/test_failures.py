@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from route_helpers import MODEL, chat, running_router, wait_for_fleet
 
 from eagle_eye.bus.embedded import EmbeddedNats
-from eagle_eye.route.fleet import Health
+from eagle_eye.fleet.target import Health
 from eagle_eye.route.policies import PolicyConfig
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
 from support import async_wait_for, free_tcp_port

@@ -15,8 +15,8 @@ from tests.integration.agent.conftest import Collector, start_agent, stop_agent
 from vllm_client import burst
 from vllm_harness import SERVED_MODEL_NAME, VllmServer
 
-from eagle_eye.publish.agent import AgentConfig, EngineTarget
-from eagle_eye.publish.engines import EngineKind
+from eagle_eye.publish.agent.engines import EngineKind
+from eagle_eye.publish.agent.watcher import AgentConfig, EngineTarget
 from eagle_eye.snapshot import EngineState
 from support import async_wait_for
 

@@ -23,9 +23,9 @@ from vllm_client import burst, complete_sync
 from vllm_harness import INSTANCE_ID, MAX_NUM_SEQS, EagleVllm
 
 from eagle_eye import subjects
+from eagle_eye.observe.watch import WatchOptions, run_watch
 from eagle_eye.settings import nats_from_env
 from eagle_eye.snapshot import EngineState, Snapshot, decode
-from eagle_eye.watch import WatchOptions, run_watch
 from support import async_wait_for
 
 # The first test pays for the shared server's start (30-200 s on 2 busy cores).

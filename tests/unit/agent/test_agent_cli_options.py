@@ -6,8 +6,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from eagle_eye.publish.agent_cli import agent, build_targets
-from eagle_eye.publish.engines import EngineKind
+from eagle_eye.publish.agent.cli import agent, build_targets
+from eagle_eye.publish.agent.engines import EngineKind
 
 
 def test_options_pair_with_engines_by_position() -> None:

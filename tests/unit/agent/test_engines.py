@@ -6,9 +6,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from tests.unit.agent.conftest import FIXTURES, fixture_page
 
-from eagle_eye.publish import engines
-from eagle_eye.publish.engines import EngineKind, MappingError, RankKey, sglang
-from eagle_eye.publish.promtext import PromParseError
+from eagle_eye.publish.agent import engines
+from eagle_eye.publish.agent.engines import EngineKind, MappingError, RankKey, sglang
+from eagle_eye.publish.agent.promtext import PromParseError
 
 
 def _value(text: str, name: str, **labels: str) -> float:

@@ -7,7 +7,7 @@ import math
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from eagle_eye.publish.promtext import PromParseError, family_prefixes, parse_line, scan
+from eagle_eye.publish.agent.promtext import PromParseError, family_prefixes, parse_line, scan
 
 
 def test_reads_only_the_asked_names_and_skips_comments_and_prefixes() -> None:

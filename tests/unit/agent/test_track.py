@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from eagle_eye.publish.agent_track import RankTracker
-from eagle_eye.publish.engines import RankKey, Reading
+from eagle_eye.publish.agent.engines import RankKey, Reading
+from eagle_eye.publish.agent.track import RankTracker
 from eagle_eye.snapshot import EngineState
 
 KEY = RankKey("m")

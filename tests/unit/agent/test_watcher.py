@@ -7,9 +7,9 @@ from collections.abc import Iterator
 import pytest
 from tests.unit.agent.conftest import FIXTURES, fixture_page
 
-from eagle_eye.publish.agent import AgentConfig, EngineTarget, EngineWatcher
-from eagle_eye.publish.agent_http import FetchError, PageTooLargeError, Response
-from eagle_eye.publish.engines import EngineKind, RankKey
+from eagle_eye.publish.agent.engines import EngineKind, RankKey
+from eagle_eye.publish.agent.http import FetchError, PageTooLargeError, Response
+from eagle_eye.publish.agent.watcher import AgentConfig, EngineTarget, EngineWatcher
 from eagle_eye.publish.publisher import Publisher
 from eagle_eye.snapshot import EngineState
 

@@ -14,8 +14,8 @@ from eagle_eye.bench.report import (
     routing_suite,
     run_json_benchmark,
 )
-from eagle_eye.bench.routing_metrics import METRIC_KEYS
-from eagle_eye.bench.routing_report import goal_check, markdown_table, metric_row, render_markdown
+from eagle_eye.bench.routing.metrics import METRIC_KEYS
+from eagle_eye.bench.routing.report import goal_check, markdown_table, metric_row, render_markdown
 
 
 def _row(router: str, policy: str, p99: float, errors: int = 0) -> dict[str, object]:
@@ -152,7 +152,7 @@ def test_routing_suite_covers_the_trace_online_and_every_synthetic_workload() ->
 def test_policy_overrides_are_typed_and_checked() -> None:
     import click
 
-    from eagle_eye.bench.routing import parse_peers, policy_config_from
+    from eagle_eye.bench.routing.cli import parse_peers, policy_config_from
 
     config = policy_config_from(["prefill_weight=2", "sample_d=8"])
     assert config.prefill_weight == 2.0 and config.sample_d == 8

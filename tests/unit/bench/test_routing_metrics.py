@@ -9,8 +9,7 @@ from array import array
 import numpy as np
 import pytest
 
-from eagle_eye.bench.replay import ReplayConfig, StreamParser, request_body
-from eagle_eye.bench.routing_metrics import (
+from eagle_eye.bench.routing.metrics import (
     METRIC_KEYS,
     LoadSample,
     RequestResult,
@@ -22,7 +21,8 @@ from eagle_eye.bench.routing_metrics import (
     quantile,
     summarize,
 )
-from eagle_eye.bench.trace import TraceRequest, prompt_text
+from eagle_eye.bench.routing.replay import ReplayConfig, StreamParser, request_body
+from eagle_eye.bench.routing.trace import TraceRequest, prompt_text
 
 
 @pytest.mark.parametrize("q", [0.0, 0.25, 0.5, 0.9, 0.99, 1.0])
@@ -149,7 +149,7 @@ def test_request_body_carries_text_exact_length_and_optional_block_ids() -> None
 
 
 def test_engine_e2e_is_read_from_the_engines_metrics_page() -> None:
-    from eagle_eye.bench.routing_online import parse_e2e_sum_count
+    from eagle_eye.bench.routing.online import parse_e2e_sum_count
 
     page = (
         "# HELP vllm:e2e_request_latency_seconds x\n"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from eagle_eye.bench.routing_metrics import summarize
-from eagle_eye.bench.routing_offline import run_offline
-from eagle_eye.bench.trace import load_trace, scale_rate
-from eagle_eye.bench.workloads import system_prompts
+from eagle_eye.bench.routing.metrics import summarize
+from eagle_eye.bench.routing.offline import run_offline
+from eagle_eye.bench.routing.trace import load_trace, scale_rate
+from eagle_eye.bench.routing.workloads import system_prompts
 
 SLICE = Path(__file__).parent / "data" / "mooncake_slice.jsonl"
 

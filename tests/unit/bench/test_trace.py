@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eagle_eye.bench.trace import (
+from eagle_eye.bench.routing.trace import (
     MOONCAKE_BLOCK_TOKENS,
     TraceError,
     TraceRequest,

@@ -7,9 +7,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from eagle_eye.bench.routing_capacity import estimate_capacity, request_cost_s
-from eagle_eye.bench.trace import MOONCAKE_BLOCK_TOKENS, TraceRequest, arrival_rate_rps, trace_stats
-from eagle_eye.bench.workloads import (
+from eagle_eye.bench.routing.capacity import estimate_capacity, request_cost_s
+from eagle_eye.bench.routing.trace import (
+    MOONCAKE_BLOCK_TOKENS,
+    TraceRequest,
+    arrival_rate_rps,
+    trace_stats,
+)
+from eagle_eye.bench.routing.workloads import (
     SCENARIOS,
     build_workload,
     bursts,

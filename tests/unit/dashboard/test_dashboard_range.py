@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eagle_eye.observe.dashboard import PROMETHEUS_QUERIES, align_range
+from eagle_eye.observe.dashboard.app import PROMETHEUS_QUERIES, align_range
 
 
 def results_for(**by_series: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

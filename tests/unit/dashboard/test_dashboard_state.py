@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from eagle_eye.observe.dashboard_state import DashboardConfig, DashboardState, History
-from eagle_eye.observe.dashboard_stats import RouterStatsRecorder
-from eagle_eye.route.fleet import FleetView
+from eagle_eye.fleet.stats import RouterStatsRecorder
+from eagle_eye.fleet.view import FleetView
+from eagle_eye.observe.dashboard.state import DashboardConfig, DashboardState, History
 from eagle_eye.snapshot import EngineState, Snapshot
 
 T0 = 1_800_000_000.0

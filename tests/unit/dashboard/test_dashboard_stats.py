@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from eagle_eye.observe.dashboard_stats import (
+from eagle_eye.fleet.stats import (
     DEFAULT_LATENCY_BOUNDS_S,
     LatencyHistogram,
     RouterStats,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from eagle_eye.observe.dashboard_state import DashboardState
-from eagle_eye.observe.top import COLUMNS, View, render, sort_rows
-from eagle_eye.route.fleet import FleetView
+from eagle_eye.fleet.view import FleetView
+from eagle_eye.observe.dashboard.state import DashboardState
+from eagle_eye.observe.dashboard.top import COLUMNS, View, render, sort_rows
 from eagle_eye.snapshot import EngineState, Snapshot
 
 

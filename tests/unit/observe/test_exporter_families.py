@@ -5,14 +5,14 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from eagle_eye.observe.exporter import (
+from eagle_eye.fleet.view import FleetView
+from eagle_eye.observe.exporter.families import (
     ExporterMemory,
     FleetCollector,
     IngestCounts,
     fleet_families,
     new_registry,
 )
-from eagle_eye.route.fleet import FleetView
 from eagle_eye.snapshot import EngineState, Snapshot, encode
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from eagle_eye.route.fleet import FleetView, Health
+from eagle_eye.fleet.target import Health
+from eagle_eye.fleet.view import FleetView
 from eagle_eye.snapshot import EngineState, Snapshot, encode
 
 

@@ -7,8 +7,9 @@ from collections import Counter
 
 import pytest
 
+from eagle_eye.fleet.target import Target
+from eagle_eye.fleet.view import FleetView
 from eagle_eye.route.features import RequestFeatures, request_features
-from eagle_eye.route.fleet import FleetView, Target
 from eagle_eye.route.policies import (
     POLICY_NAMES,
     Cost,

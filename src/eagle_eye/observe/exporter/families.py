@@ -1,0 +1,228 @@
+"""NATS snapshots as Prometheus series: the fleet at the freshness the router sees it.
+
+``FleetCollector`` is a custom collector (on its own ``CollectorRegistry``, never the
+global one) that turns a ``FleetView`` into ``eagle_eye_*`` families at scrape time, so
+the NATS path only does ``FleetView.ingest``. ``fleet_families`` is the pure part: given
+the instances, the clock and what the exporter remembers (models seen, when each instance
+started loading), it returns the metric families. ``Exporter`` is the I/O shell: the
+``FleetSubscriber`` and an aiohttp server for ``/metrics``.
+
+Per-instance labels are ``instance_id``, ``dp_rank``, ``model_name`` and ``engine_kind``
+(``instance`` and ``job`` belong to Prometheus' scrape target, ``model_name`` matches the
+engines' own label, ``engine_kind`` the recording rules').
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from eagle_eye.fleet.view import FleetView, InstanceInfo
+from eagle_eye.settings import DEFAULT_READY_STALE_AFTER_S
+from eagle_eye.snapshot import EngineState, Snapshot
+
+log = logging.getLogger(__name__)
+
+LABELS: Final = ["instance_id", "dp_rank", "model_name", "engine_kind"]
+MAX_MODELS_REMEMBERED: Final = 10_000
+
+# (metric name, help, Snapshot attribute) for the per-instance gauges.
+_GAUGES: Final = (
+    ("eagle_eye_requests_running", "Requests being processed.", "running"),
+    ("eagle_eye_requests_waiting", "Requests queued.", "waiting"),
+    ("eagle_eye_kv_cache_usage_ratio", "Fraction 0-1 of the KV cache in use.", "kv_usage"),
+    ("eagle_eye_kv_cache_capacity_tokens", "KV-cache capacity in tokens.", "kv_capacity_tokens"),
+    ("eagle_eye_ttft_recent_seconds", "Recent time to first token (EWMA).", "ttft_recent_s"),
+    ("eagle_eye_itl_recent_seconds", "Recent inter-token latency (EWMA).", "itl_recent_s"),
+    (
+        "eagle_eye_generation_tokens_per_second",
+        "Recent generation throughput.",
+        "generation_tokens_per_s",
+    ),
+    ("eagle_eye_snapshot_seq", "Sequence number of the newest snapshot.", "seq"),
+    (
+        "eagle_eye_snapshot_timestamp_seconds",
+        "Publisher clock (Unix seconds) of the newest snapshot.",
+        "timestamp_s",
+    ),
+)
+# (metric name without _total, help, Snapshot attribute) for the per-instance counters.
+_COUNTERS: Final = (
+    (
+        "eagle_eye_prefix_cache_queries_tokens",
+        "Prompt tokens looked up in the prefix cache.",
+        "prefix_cache_queries_total",
+    ),
+    (
+        "eagle_eye_prefix_cache_hits_tokens",
+        "Prompt tokens found in the prefix cache.",
+        "prefix_cache_hits_total",
+    ),
+    ("eagle_eye_preemptions", "Requests preempted.", "preemptions_total"),
+)
+
+
+@dataclass(slots=True)
+class ExporterMemory:
+    """What the exporter remembers beyond the fleet view's newest snapshots.
+
+    ``models`` keeps every model ever seen so ``eagle_eye_model_ready_instances`` drops to
+    0 (and alerts) when the last instance of a model disappears, instead of vanishing.
+    ``loading_since`` records when each rank was first seen loading, for slow-load alerts.
+    """
+
+    models: dict[str, None] = field(default_factory=dict)
+    loading_since_mono_s: dict[tuple[str, int], float] = field(default_factory=dict)
+
+    def observe(self, snapshot: Snapshot, now_mono_s: float) -> None:
+        """Call for every accepted snapshot."""
+        if snapshot.model not in self.models and len(self.models) < MAX_MODELS_REMEMBERED:
+            self.models[snapshot.model] = None
+        key = (snapshot.instance_id, snapshot.dp_rank)
+        if snapshot.state is EngineState.LOADING:
+            self.loading_since_mono_s.setdefault(key, now_mono_s)
+        else:
+            self.loading_since_mono_s.pop(key, None)
+
+
+@dataclass(frozen=True, slots=True)
+class IngestCounts:
+    accepted: int
+    malformed: int
+    out_of_order: int
+    nats_connected: bool
+
+
+def _labels(s: Snapshot) -> list[str]:
+    return [s.instance_id, str(s.dp_rank), s.model, s.engine]
+
+
+def fleet_families(
+    instances: Sequence[InstanceInfo],
+    *,
+    memory: ExporterMemory,
+    now_mono_s: float,
+    counts: IngestCounts,
+    stale_after_s: float = DEFAULT_READY_STALE_AFTER_S,
+) -> list[Metric]:
+    """The exporter's metric families for ``instances`` at ``now_mono_s``. Pure."""
+    gauges = {name: GaugeMetricFamily(name, doc, labels=LABELS) for name, doc, _ in _GAUGES}
+    counters = {name: CounterMetricFamily(name, doc, labels=LABELS) for name, doc, _ in _COUNTERS}
+    age = GaugeMetricFamily(
+        "eagle_eye_snapshot_age_seconds",
+        "Seconds since the exporter received the newest snapshot of this rank.",
+        labels=LABELS,
+    )
+    state = GaugeMetricFamily(
+        "eagle_eye_instance_state",
+        "1 for the rank's current lifecycle state, 0 for the others.",
+        labels=[*LABELS, "state"],
+    )
+    info = GaugeMetricFamily(
+        "eagle_eye_instance_info",
+        "Identity of each rank (value 1).",
+        labels=[*LABELS, "engine_version", "endpoint"],
+    )
+    loading = GaugeMetricFamily(
+        "eagle_eye_instance_loading_seconds",
+        "Seconds since the rank was first seen in state loading (only while loading).",
+        labels=LABELS,
+    )
+    ready_per_model: dict[str, int] = dict.fromkeys(memory.models, 0)
+    for inst in instances:
+        s = inst.snapshot
+        labels = _labels(s)
+        for name, _, attr in _GAUGES:
+            value = getattr(s, attr)
+            if value is not None:
+                gauges[name].add_metric(labels, float(value))
+        for name, _, attr in _COUNTERS:
+            value = getattr(s, attr)
+            if value is not None:
+                counters[name].add_metric(labels, float(value))
+        age.add_metric(labels, inst.age_s)
+        for st in EngineState:
+            state.add_metric([*labels, st.value], 1.0 if s.state is st else 0.0)
+        info.add_metric([*labels, s.engine_version or "", inst.endpoint or ""], 1.0)
+        since = memory.loading_since_mono_s.get((s.instance_id, s.dp_rank))
+        if s.state is EngineState.LOADING and since is not None:
+            loading.add_metric(labels, max(0.0, now_mono_s - since))
+        fresh_ready = s.state is EngineState.READY and inst.age_s <= stale_after_s
+        ready_per_model[s.model] = ready_per_model.get(s.model, 0) + int(fresh_ready)
+    ready = GaugeMetricFamily(
+        "eagle_eye_model_ready_instances",
+        "Ranks per model that are ready and published within the staleness limit.",
+        labels=["model_name"],
+    )
+    for model, n in sorted(ready_per_model.items()):
+        ready.add_metric([model], float(n))
+    snaps = CounterMetricFamily(
+        "eagle_eye_exporter_snapshots",
+        "Snapshots received from NATS, by outcome.",
+        labels=["outcome"],
+    )
+    snaps.add_metric(["accepted"], float(counts.accepted))
+    snaps.add_metric(["malformed"], float(counts.malformed))
+    snaps.add_metric(["out_of_order"], float(counts.out_of_order))
+    connected = GaugeMetricFamily(
+        "eagle_eye_exporter_nats_connected", "1 while the exporter is connected to NATS."
+    )
+    connected.add_metric([], 1.0 if counts.nats_connected else 0.0)
+    return [
+        *gauges.values(),
+        *counters.values(),
+        age,
+        state,
+        info,
+        loading,
+        ready,
+        snaps,
+        connected,
+    ]
+
+
+class FleetCollector(Collector):
+    """Scrape-time view of a ``FleetView``; register it on a private registry."""
+
+    def __init__(
+        self,
+        fleet: FleetView,
+        memory: ExporterMemory,
+        *,
+        connected: Callable[[], bool] = lambda: True,
+        stale_after_s: float = DEFAULT_READY_STALE_AFTER_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._fleet = fleet
+        self._memory = memory
+        self._connected = connected
+        self._stale_after_s = stale_after_s
+        self._clock = clock
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._clock()
+        fleet = self._fleet
+        counts = IngestCounts(
+            fleet.ingested, fleet.malformed, fleet.out_of_order, self._connected()
+        )
+        yield from fleet_families(
+            fleet.instances(now),
+            memory=self._memory,
+            now_mono_s=now,
+            counts=counts,
+            stale_after_s=self._stale_after_s,
+        )
+
+
+def new_registry(collectors: Iterable[Collector]) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    for collector in collectors:
+        registry.register(collector)
+    return registry
