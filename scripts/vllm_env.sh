@@ -62,7 +62,7 @@ fi
 # 2. Eagle Eye, as a user installs it: a non-editable wheel of the current tree, with its
 #    engine-side dependencies. Built from a clean copy so no build/ or egg-info lands in
 #    the work tree. Redone only when a source file changed.
-src_files=(pyproject.toml src)
+src_files=(pyproject.toml setup.py src)
 [[ -f README.md ]] && src_files+=(README.md)
 src_hash=$(
   find "${src_files[@]}" -type f ! -path '*/__pycache__/*' ! -path '*.egg-info/*' \

@@ -113,39 +113,108 @@ class Snapshot:
     """Unknown fields of a newer minor version, kept so nothing is lost on relay."""
 
 
-# (name, kind, bound) for the optional numeric fields. ``kind`` is "count" (int >= 0),
-# "ratio" (float 0-1) or "seconds"/"rate" (finite float >= 0).
-_NUMERIC_FIELDS: Final[tuple[tuple[str, str], ...]] = (
-    ("running", "count"),
-    ("waiting", "count"),
-    ("dp_rank", "count"),
-    ("kv_usage", "ratio"),
-    ("kv_capacity_tokens", "count"),
-    ("prefix_cache_queries_total", "count"),
-    ("prefix_cache_hits_total", "count"),
-    ("preemptions_total", "count"),
-    ("step_prompt_tokens", "count"),
-    ("step_generation_tokens", "count"),
-    ("ttft_recent_s", "nonneg"),
-    ("itl_recent_s", "nonneg"),
-    ("generation_tokens_per_s", "nonneg"),
-    ("step", "count"),
+class Part(str, Enum):
+    """Where a field's value comes from, which tells producers how to fill it."""
+
+    HEADER = "header"
+    """Set per message by the publisher (``seq``, ``timestamp_s``)."""
+    IDENTITY = "identity"
+    """Who publishes; fixed for an engine rank (``InstanceIdentity`` has these names)."""
+    SAMPLE = "sample"
+    """The rank's state at one instant (a publisher's ``Sample`` has these names)."""
+    STEP = "step"
+    """Derived by the publisher from consecutive samples (per-message deltas, rates)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """One field of the wire format: the single list every producer and consumer reads."""
+
+    name: str
+    kind: str
+    """``string``, ``count`` (int >= 0), ``ratio`` (float 0-1), ``nonneg`` (finite
+    float >= 0), ``state``, ``names`` (list of strings), or ``version``."""
+    part: Part
+    max_chars: int = 0
+    """Longest accepted value, for strings."""
+    required: bool = False
+    metric: tuple[str, str, str] | None = None
+    """How ``eagle-eye exporter`` exposes it: (Prometheus name, help, ``gauge`` or
+    ``counter``); counters get ``_total`` appended by the client library."""
+
+
+FIELDS: Final[tuple[Field, ...]] = (
+    Field("instance_id", "string", Part.IDENTITY, MAX_ID_CHARS, required=True),
+    Field("model", "string", Part.IDENTITY, MAX_NAME_CHARS, required=True),
+    Field("engine", "string", Part.IDENTITY, 64, required=True),
+    Field("seq", "count", Part.HEADER, required=True,
+          metric=("eagle_eye_snapshot_seq", "Sequence number of the newest snapshot.", "gauge")),
+    Field("timestamp_s", "nonneg", Part.HEADER, required=True,
+          metric=("eagle_eye_snapshot_timestamp_seconds",
+                  "Publisher clock (Unix seconds) of the newest snapshot.", "gauge")),
+    Field("state", "state", Part.SAMPLE),
+    Field("endpoint", "string", Part.IDENTITY, MAX_URL_CHARS),
+    Field("engine_version", "string", Part.IDENTITY, 128),
+    Field("dp_rank", "count", Part.IDENTITY),
+    Field("lora_adapters", "names", Part.IDENTITY),
+    Field("running", "count", Part.SAMPLE,
+          metric=("eagle_eye_requests_running", "Requests being processed.", "gauge")),
+    Field("waiting", "count", Part.SAMPLE,
+          metric=("eagle_eye_requests_waiting", "Requests queued.", "gauge")),
+    Field("kv_usage", "ratio", Part.SAMPLE,
+          metric=("eagle_eye_kv_cache_usage_ratio", "Fraction 0-1 of the KV cache in use.",
+                  "gauge")),
+    Field("kv_capacity_tokens", "count", Part.IDENTITY,
+          metric=("eagle_eye_kv_cache_capacity_tokens", "KV-cache capacity in tokens.", "gauge")),
+    Field("prefix_cache_queries_total", "count", Part.SAMPLE,
+          metric=("eagle_eye_prefix_cache_queries_tokens",
+                  "Prompt tokens looked up in the prefix cache.", "counter")),
+    Field("prefix_cache_hits_total", "count", Part.SAMPLE,
+          metric=("eagle_eye_prefix_cache_hits_tokens",
+                  "Prompt tokens found in the prefix cache.", "counter")),
+    Field("preemptions_total", "count", Part.SAMPLE,
+          metric=("eagle_eye_preemptions", "Requests preempted.", "counter")),
+    Field("step_prompt_tokens", "count", Part.STEP),
+    Field("step_generation_tokens", "count", Part.STEP),
+    Field("ttft_recent_s", "nonneg", Part.SAMPLE,
+          metric=("eagle_eye_ttft_recent_seconds", "Recent time to first token (EWMA).",
+                  "gauge")),
+    Field("itl_recent_s", "nonneg", Part.SAMPLE,
+          metric=("eagle_eye_itl_recent_seconds", "Recent inter-token latency (EWMA).",
+                  "gauge")),
+    Field("generation_tokens_per_s", "nonneg", Part.STEP,
+          metric=("eagle_eye_generation_tokens_per_second", "Recent generation throughput.",
+                  "gauge")),
+    Field("step", "count", Part.SAMPLE),
+)  # fmt: skip
+"""Every field of a v1 snapshot, in wire order (``v`` aside). A new optional field is one
+row here plus one attribute on ``Snapshot``; encode, decode, the publisher, the exporter
+and the offline benchmark all derive what they need from this table."""
+
+
+def field_names(part: Part) -> tuple[str, ...]:
+    """Names of the fields a producer fills from ``part``, in wire order."""
+    return tuple(f.name for f in FIELDS if f.part is part)
+
+
+_ALWAYS_SENT: Final = ("running", "waiting", "dp_rank")
+"""Optional fields ``to_dict`` writes even at their default (the seed's consumer reads
+them without checking)."""
+_NUMERIC_KINDS: Final = {
+    f.name: f.kind for f in FIELDS if f.kind in ("count", "ratio", "nonneg") and not f.required
+}
+"""Optional numeric fields, validated in one pass by ``from_dict``."""
+_STRING_FIELDS: Final = tuple(
+    (f.name, f.max_chars, f.required) for f in FIELDS if f.kind == "string"
 )
-_STRING_FIELDS: Final[tuple[tuple[str, int, bool], ...]] = (
-    # name, max chars, required
-    ("instance_id", MAX_ID_CHARS, True),
-    ("model", MAX_NAME_CHARS, True),
-    ("engine", 64, True),
-    ("endpoint", MAX_URL_CHARS, False),
-    ("engine_version", 128, False),
+_OPTIONAL: Final = tuple(
+    f.name
+    for f in FIELDS
+    if not f.required and f.kind not in ("state", "names") and f.name not in _ALWAYS_SENT
 )
-_KNOWN_KEYS: Final = frozenset(
-    {"v", "seq", "timestamp_s", "state", "lora_adapters"}
-    | {name for name, _ in _NUMERIC_FIELDS}
-    | {name for name, _, _ in _STRING_FIELDS}
-)
+"""Fields ``to_dict`` leaves out when None."""
+_KNOWN_KEYS: Final = frozenset({"v"} | {f.name for f in FIELDS})
 _STATES: Final = {s.value: s for s in EngineState}
-_NUMERIC_KINDS: Final = dict(_NUMERIC_FIELDS)
 _MAX_FLOAT: Final = sys.float_info.max
 _UPPER_BOUND: Final = {"ratio": 1.0, "nonneg": _MAX_FLOAT}
 _MAJOR_PREFIX: Final = f"{WIRE_MAJOR}."
@@ -168,21 +237,7 @@ def to_dict(snapshot: Snapshot) -> dict[str, Any]:
     )
     if snapshot.lora_adapters:
         out["lora_adapters"] = list(snapshot.lora_adapters)
-    for name in (
-        "endpoint",
-        "engine_version",
-        "kv_usage",
-        "kv_capacity_tokens",
-        "prefix_cache_queries_total",
-        "prefix_cache_hits_total",
-        "preemptions_total",
-        "step_prompt_tokens",
-        "step_generation_tokens",
-        "ttft_recent_s",
-        "itl_recent_s",
-        "generation_tokens_per_s",
-        "step",
-    ):
+    for name in _OPTIONAL:
         value = getattr(snapshot, name)
         if value is not None:
             out[name] = value

@@ -43,3 +43,26 @@ def free_tcp_port(host: str = "127.0.0.1") -> int:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def free_tcp_port_block(count: int, host: str = "127.0.0.1") -> int:
+    """The first of ``count`` consecutive free ports (for ``--base-port`` style flags).
+
+    A kernel-chosen port says nothing about its neighbours, which outgoing connections
+    may be using; this binds the whole block at once before handing out its first port.
+    """
+    for _ in range(100):
+        first = free_tcp_port(host)
+        socks: list[socket.socket] = []
+        try:
+            for port in range(first, first + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.bind((host, port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no block of {count} free consecutive ports on {host}")

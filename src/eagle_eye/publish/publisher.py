@@ -29,7 +29,7 @@ from nats.aio.client import Client as NatsClient
 from eagle_eye import subjects
 from eagle_eye.bus.connection import Connection
 from eagle_eye.settings import NatsSettings
-from eagle_eye.snapshot import EngineState, Snapshot, SnapshotError, encode
+from eagle_eye.snapshot import EngineState, Part, Snapshot, SnapshotError, encode, field_names
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,16 @@ _BUSY_LINGER_S: Final = 0.25
 """Keep polling this long after the last sample before going back to wake-ups, so an
 engine stepping steadily, even slowly, never pays for a wake-up."""
 _EWMA_ALPHA: Final = 0.2
+_IDENTITY_FIELDS: Final = field_names(Part.IDENTITY)
+"""Snapshot fields copied from ``InstanceIdentity`` (same names)."""
+_SAMPLE_FIELDS: Final = field_names(Part.SAMPLE)
+"""Snapshot fields copied from ``Sample`` (same names)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InstanceIdentity:
-    """Who is publishing: the fields of a snapshot that do not change per step."""
+    """Who is publishing: the fields of a snapshot that do not change per step (exactly
+    the wire format's ``Part.IDENTITY`` fields)."""
 
     instance_id: str
     model: str
@@ -64,7 +69,8 @@ class InstanceIdentity:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Sample:
-    """An engine rank's state at one instant, as cheap to build as possible.
+    """An engine rank's state at one instant, as cheap to build as possible (the wire
+    format's ``Part.SAMPLE`` fields, plus cumulative token counters and a timestamp).
 
     Counters are cumulative since the publisher started so that coalescing (dropping all
     but the newest sample) never loses counts; the sender turns them into per-message
@@ -178,30 +184,16 @@ class Channel:
             self._rate = 0.0
         self._seq += 1
         age_s = now_mono_s - sample.monotonic_s if sample.monotonic_s else 0.0
+        values = {name: getattr(ident, name) for name in _IDENTITY_FIELDS}
+        for name in _SAMPLE_FIELDS:
+            values[name] = getattr(sample, name)
         return Snapshot(
-            instance_id=ident.instance_id,
-            model=ident.model,
-            engine=ident.engine,
             seq=self._seq,
             timestamp_s=now_wall_s - max(0.0, age_s),
-            state=sample.state,
-            endpoint=ident.endpoint,
-            engine_version=ident.engine_version,
-            dp_rank=ident.dp_rank,
-            lora_adapters=ident.lora_adapters,
-            running=sample.running,
-            waiting=sample.waiting,
-            kv_usage=sample.kv_usage,
-            kv_capacity_tokens=ident.kv_capacity_tokens,
-            prefix_cache_queries_total=sample.prefix_cache_queries_total,
-            prefix_cache_hits_total=sample.prefix_cache_hits_total,
-            preemptions_total=sample.preemptions_total,
             step_prompt_tokens=step_prompt,
             step_generation_tokens=step_gen,
-            ttft_recent_s=sample.ttft_recent_s,
-            itl_recent_s=sample.itl_recent_s,
             generation_tokens_per_s=None if self._rate is None else max(0.0, self._rate),
-            step=sample.step,
+            **values,
         )
 
     def mark_sent(self, now_mono_s: float) -> None:

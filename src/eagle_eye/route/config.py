@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from eagle_eye.fleet.target import DEFAULT_EJECT_S, DEFAULT_FAILURES_TO_EJECT
 from eagle_eye.route.policies import DEFAULT_POLICY, PolicyConfig
@@ -35,6 +36,9 @@ class RouterConfig:
     """Static engine URLs (engines that publish no snapshots)."""
     policy: str = DEFAULT_POLICY
     policy_config: PolicyConfig = field(default_factory=PolicyConfig)
+    profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """User-defined policies: name -> pipeline spec (``route/policies/spec.py``); each
+    becomes a policy name for ``policy`` and the ``x-eagle-eye-policy`` header."""
     allow_policy_header: bool = True
     default_model: str | None = None
     """Model used when a request names none and the fleet serves several."""

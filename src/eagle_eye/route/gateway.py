@@ -31,17 +31,19 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from eagle_eye.fleet.stats import RouterStats
+from eagle_eye.fleet.stats import RouterStats, RouterStatsRecorder
 from eagle_eye.fleet.subscriber import FleetSubscriber
 from eagle_eye.fleet.target import Health, Target
 from eagle_eye.fleet.view import FleetView
 from eagle_eye.route.config import POLICY_HEADER, SESSION_HEADER, RouterConfig
+from eagle_eye.route.dispatch import Dispatcher
 from eagle_eye.route.features import request_features
 from eagle_eye.route.generate import to_completions_body
 from eagle_eye.route.metrics import RouterMetrics
+from eagle_eye.route.observers import StatsObserver
 from eagle_eye.route.policies import POLICY_NAMES, Policy, make_policies
 from eagle_eye.route.prefix import PrefixIndex
-from eagle_eye.route.proxy import Dispatch, Proxy
+from eagle_eye.route.proxy import ClientCall, Proxy
 from eagle_eye.route.requests import ApiError, Operation, parse_body
 from eagle_eye.snapshot import EngineState, to_dict
 
@@ -91,13 +93,28 @@ class Router:
         self.index = PrefixIndex()
         # A restarted engine has an empty prefix cache: stop sending prefixes there.
         self.fleet.on_restart = self.index.forget
-        self.policies: dict[str, Policy] = make_policies(config.policy_config, self.index)
+        self.policies: dict[str, Policy] = make_policies(
+            config.policy_config, self.index, config.profiles
+        )
         if config.policy not in self.policies:
-            raise ValueError(f"unknown policy {config.policy!r}; choose from {POLICY_NAMES}")
+            names = ", ".join(sorted(self.policies))
+            raise ValueError(f"unknown policy {config.policy!r}; choose from {names}")
         self.default_policy = self.policies[config.policy]
         self.metrics = RouterMetrics(self.fleet)
+        self.stats = RouterStatsRecorder(policy=config.policy)
+        """Cumulative counters and fine-grained latency histograms for the dashboard."""
         self.rng = random.Random(config.rng_seed)
-        self.proxy = Proxy(config, self.fleet, self.metrics, self.index, self.rng)
+        self.dispatcher = Dispatcher(
+            self.fleet,
+            self.index,
+            block_chars=config.policy_config.block_chars,
+            rng=self.rng,
+            observers=[self.metrics, StatsObserver(self.stats)],
+            max_inflight_per_instance=config.max_inflight_per_instance,
+            max_inflight_total=config.max_inflight_total,
+            retry_after_s=config.retry_after_s,
+        )
+        self.proxy = Proxy(config, self.dispatcher)
         self.subscriber = (
             FleetSubscriber(config.nats, self.fleet, forget_after_s=config.forget_after_s)
             if config.nats is not None
@@ -181,7 +198,7 @@ class Router:
 
     def router_stats(self) -> RouterStats:
         """Cumulative request counters and latency histograms (the dashboard's seam)."""
-        return self.proxy.stats.router_stats()
+        return self.stats.router_stats()
 
     # -- inference endpoints -------------------------------------------------------------
 
@@ -197,11 +214,14 @@ class Router:
     async def _inference(
         self, request: web.Request, operation: Operation, path: str
     ) -> web.StreamResponse:
-        self.proxy.stats.observe_request()
+        observers = self.dispatcher.observers
+        for o in observers:
+            o.on_request()
         try:
             return await self._route(request, operation, path)
         except ApiError as err:
-            self.proxy.stats.observe_error(err.code or err.type)
+            for o in observers:
+                o.on_api_error(err.code or err.type)
             raise
 
     async def _route(
@@ -222,7 +242,7 @@ class Router:
             body = dict(body, model=model)
             raw = json.dumps(body).encode()
         policy = self._policy_for(request)
-        self.proxy.admit()
+        self.dispatcher.admit()
         features = request_features(
             body,
             model=model,
@@ -230,7 +250,7 @@ class Router:
             now_mono_s=started,
             block_chars=self.config.policy_config.block_chars,
         )
-        dispatch = Dispatch(
+        call = ClientCall(
             operation=operation,
             path=path,
             payload=raw,
@@ -242,11 +262,11 @@ class Router:
             started_mono_s=started,
             prompt=prompt,
         )
-        return await self.proxy.handle(request, dispatch)
+        return await self.proxy.handle(request, call)
 
     def _check_auth(self, request: web.Request) -> None:
         if self._auth_values and request.headers.get("Authorization") not in self._auth_values:
-            self.metrics.child(self.metrics.rejected, "unauthorized").inc()
+            self.dispatcher.reject("unauthorized")
             raise ApiError(
                 401,
                 "Missing or invalid API key: send 'Authorization: Bearer <key>'.",
@@ -258,12 +278,12 @@ class Router:
         limit = self.config.max_body_bytes
         length = request.content_length
         if length is not None and length > limit:
-            self.metrics.child(self.metrics.rejected, "too_large").inc()
+            self.dispatcher.reject("too_large")
             raise ApiError(413, f"Request body exceeds {limit} bytes.", code="request_too_large")
         try:
             return await request.read()
         except web.HTTPRequestEntityTooLarge:
-            self.metrics.child(self.metrics.rejected, "too_large").inc()
+            self.dispatcher.reject("too_large")
             raise ApiError(
                 413, f"Request body exceeds {limit} bytes.", code="request_too_large"
             ) from None
@@ -390,7 +410,7 @@ class Router:
                 "malformed": self.fleet.malformed,
                 "out_of_order": self.fleet.out_of_order,
             },
-            "inflight_total": self.proxy.inflight_total,
+            "inflight_total": self.dispatcher.inflight_total,
             "instances": len(self.fleet),
             "targets": targets,
         }

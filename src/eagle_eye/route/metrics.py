@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from eagle_eye.fleet.view import FleetView
+from eagle_eye.route.observers import DispatchObserver, Outcome
+
+if TYPE_CHECKING:
+    from eagle_eye.route.dispatch import Attempt
 
 # OTel GenAI recommended bucket boundaries.
 TTFT_BUCKETS_S = (
@@ -48,8 +52,11 @@ TOKEN_BUCKETS = (
 )  # fmt: skip
 
 
-class RouterMetrics:
-    """All router metrics; ``registry`` is private to this router (never the global one)."""
+class RouterMetrics(DispatchObserver):
+    """All router metrics; ``registry`` is private to this router (never the global one).
+
+    An observer of the dispatch core: the request path reaches it only through the
+    ``on_*`` hooks below."""
 
     def __init__(self, fleet: FleetView, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -119,6 +126,33 @@ class RouterMetrics:
         if c is None:
             c = self._children[key] = metric.labels(*labels)
         return c
+
+    # -- DispatchObserver ----------------------------------------------------------------
+
+    def on_rejected(self, reason: str) -> None:
+        self.child(self.rejected, reason).inc()
+
+    def on_dispatched(self, attempt: Attempt) -> None:
+        self.child(self.decisions, attempt.policy, attempt.target.url).inc()
+
+    def on_retry(self, attempt: Attempt) -> None:
+        self.retries.inc()
+
+    def on_upstream_error(self, attempt: Attempt, kind: str) -> None:
+        self.child(self.upstream_errors, attempt.target.url, kind).inc()
+
+    def on_complete(self, attempt: Attempt, outcome: Outcome) -> None:
+        child, model, op = self.child, outcome.model, outcome.operation
+        child(self.requests, model, op, outcome.instance, str(outcome.status)).inc()
+        child(self.duration, model, op, outcome.error_type or "").observe(outcome.duration_s)
+        if outcome.input_tokens is not None:
+            child(self.tokens, model, op, "input").observe(outcome.input_tokens)
+        if outcome.output_tokens is not None:
+            child(self.tokens, model, op, "output").observe(outcome.output_tokens)
+        if outcome.ttft_s is not None:
+            child(self.ttft, model, op).observe(outcome.ttft_s)
+        if outcome.tpot_s is not None:
+            child(self.tpot, model, op).observe(outcome.tpot_s)
 
 
 class _FleetCollector(Collector):

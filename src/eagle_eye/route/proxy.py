@@ -1,7 +1,8 @@
-"""Sending one client request to an engine and relaying the answer.
+"""Sending one client request to an engine and relaying the answer: the HTTP half.
 
-The hot path: pick a target, POST the client's original bytes (no re-serialisation) over
-a pooled keep-alive connection, and relay the answer. Streams are relayed chunk by chunk
+The hot path: the dispatch core (``dispatch.py``) picks a target and does the accounting;
+this module POSTs the client's original bytes (no re-serialisation) over a pooled
+keep-alive connection, and relays the answer. Streams are relayed chunk by chunk
 as they arrive (no buffering), with ``data:`` events counted on the fly for time per
 output token.
 
@@ -21,7 +22,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import random
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -29,15 +29,12 @@ from typing import Any, Final
 import aiohttp
 from aiohttp import web
 
-from eagle_eye.fleet.stats import RouterStatsRecorder
-from eagle_eye.fleet.target import Target
-from eagle_eye.fleet.view import FleetView
 from eagle_eye.route.config import BACKEND_HEADER, RouterConfig
+from eagle_eye.route.dispatch import Attempt, Dispatcher
 from eagle_eye.route.features import RequestFeatures
 from eagle_eye.route.generate import LegacyStream, legacy_response
-from eagle_eye.route.metrics import RouterMetrics
-from eagle_eye.route.policies import Policy, new_prefill_tokens
-from eagle_eye.route.prefix import PrefixIndex
+from eagle_eye.route.observers import Outcome
+from eagle_eye.route.policies import Policy
 from eagle_eye.route.requests import ApiError, Operation
 
 log = logging.getLogger(__name__)
@@ -60,9 +57,9 @@ _SSE_HEADERS: Final = {
 }
 
 
-class Dispatch:
-    """Everything one request needs besides the target: kept in one object to keep the
-    hot path free of long argument lists."""
+class ClientCall:
+    """Everything one client request needs besides the target: kept in one object to keep
+    the hot path free of long argument lists."""
 
     __slots__ = (
         "features",
@@ -72,7 +69,6 @@ class Dispatch:
         "path",
         "payload",
         "policy",
-        "prefill_tokens",
         "prompt",
         "started_mono_s",
         "stream",
@@ -102,30 +98,15 @@ class Dispatch:
         self.headers = headers
         self.started_mono_s = started_mono_s
         self.prompt = prompt
-        self.prefill_tokens = 0.0
-        """Estimated prompt tokens to compute at the chosen target; released at the
-        first token (``FleetView.on_first_token``)."""
 
 
 class Proxy:
-    """Routes and relays requests; owns the upstream connection pool."""
+    """Sends requests where the dispatcher says and relays the answers; owns the upstream
+    connection pool."""
 
-    def __init__(
-        self,
-        config: RouterConfig,
-        fleet: FleetView,
-        metrics: RouterMetrics,
-        index: PrefixIndex,
-        rng: random.Random,
-    ) -> None:
+    def __init__(self, config: RouterConfig, dispatcher: Dispatcher) -> None:
         self.config = config
-        self.fleet = fleet
-        self.metrics = metrics
-        self.index = index
-        self.rng = rng
-        self.inflight_total = 0
-        self.stats = RouterStatsRecorder(policy=config.policy)
-        """Cumulative counters and fine-grained latency histograms for the dashboard."""
+        self.dispatcher = dispatcher
         self.session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -148,147 +129,69 @@ class Proxy:
             await self.session.close()
             self.session = None
 
-    # -- routing -------------------------------------------------------------------------
-
-    def admit(self) -> None:
-        limit = self.config.max_inflight_total
-        if limit is not None and self.inflight_total >= limit:
-            self.metrics.child(self.metrics.rejected, "fleet_limit").inc()
-            raise self._too_many("The router is at its concurrency limit; retry shortly.")
-
-    def _too_many(self, message: str) -> ApiError:
-        return ApiError(
-            429,
-            message,
-            type="rate_limit_error",
-            code="rate_limit_exceeded",
-            headers={"Retry-After": str(self.config.retry_after_s)},
-        )
-
-    def _candidates(self, d: Dispatch, tried: set[str]) -> list[Target]:
-        now = time.monotonic()
-        candidates = self.fleet.candidates(d.model, now)
-        if not candidates:
-            if self.fleet.knows_model(d.model) or not self.fleet.targets():
-                # Known but not ready, or no engine discovered yet (a router that just
-                # started, or NATS down from the start): transient, so 503, not 404.
-                self.metrics.child(self.metrics.rejected, "no_instance").inc()
-                raise ApiError(
-                    503,
-                    f"No instance of model '{d.model}' is ready (all loading, draining, "
-                    "or failing); retry shortly.",
-                    type="service_unavailable",
-                    code="no_instance_available",
-                    headers={"Retry-After": str(self.config.retry_after_s)},
-                )
-            self.metrics.child(self.metrics.rejected, "unknown_model").inc()
-            raise ApiError(
-                404,
-                f"The model '{d.model}' does not exist in this fleet.",
-                type="not_found_error",
-                code="model_not_found",
-                param="model",
-            )
-        per_instance = self.config.max_inflight_per_instance
-        if tried or per_instance is not None:
-            candidates = [
-                t
-                for t in candidates
-                if t.url not in tried and (per_instance is None or t.inflight < per_instance)
-            ]
-            if not candidates and not tried:
-                self.metrics.child(self.metrics.rejected, "instance_limit").inc()
-                raise self._too_many(
-                    f"Every instance of '{d.model}' is at its concurrency limit; retry shortly."
-                )
-        return candidates
-
-    async def handle(self, request: web.Request, d: Dispatch) -> web.StreamResponse:
-        """Route ``d`` with retries and relay the answer."""
+    async def handle(self, request: web.Request, call: ClientCall) -> web.StreamResponse:
+        """Route ``call`` with retries and relay the answer."""
         assert self.session is not None
+        dispatcher = self.dispatcher
         tried: set[str] = set()
         attempts = 1 + max(0, self.config.retries)
         last_error = "no instance could be reached"
-        policy_name = d.policy.name
-        for attempt in range(attempts):
-            candidates = self._candidates(d, tried)
-            if not candidates:
+        for number in range(attempts):
+            attempt = dispatcher.dispatch(call.features, call.policy, tried=tried, number=number)
+            if attempt is None:
                 break
-            if attempt:
-                self.metrics.retries.inc()
-                self.stats.observe_retry()
-            target = d.policy.pick(d.features, candidates, self.rng)
-            matched = 0
-            if d.features.prefix_hashes:
-                matched = self.index.match(d.features.prefix_hashes, (target.url,)).get(
-                    target.url, 0
-                )
-                self.index.insert(d.features.prefix_hashes, target.url)
-            d.prefill_tokens = new_prefill_tokens(
-                d.features, matched, self.config.policy_config.block_chars
-            )
-            self.fleet.on_sent(target, d.prefill_tokens)
-            self.metrics.child(self.metrics.decisions, policy_name, target.url).inc()
-            self.inflight_total += 1
+            target = attempt.target
             try:
                 try:
                     upstream = await self.session.post(
-                        target.url + d.path, data=d.payload, headers=d.headers
+                        target.url + call.path, data=call.payload, headers=call.headers
                     )
                 except _CONNECT_ERRORS as exc:
                     last_error = f"{type(exc).__name__}: {exc}"
-                    self._failed(target, "connect")
+                    dispatcher.failed(attempt, "connect")
                     tried.add(target.url)
                     continue
-                if upstream.status >= 500 and attempt + 1 < attempts:
+                if upstream.status >= 500 and number + 1 < attempts:
                     last_error = f"HTTP {upstream.status}"
                     upstream.release()
-                    self._failed(target, "status_5xx")
+                    dispatcher.failed(attempt, "status_5xx")
                     tried.add(target.url)
                     continue
                 if upstream.status >= 500:
-                    self._failed(target, "status_5xx")
+                    dispatcher.failed(attempt, "status_5xx")
                 else:
-                    self.fleet.on_success(target)
+                    dispatcher.succeeded(attempt)
                 try:
-                    return await self._relay(request, d, target, upstream)
+                    return await self._relay(request, call, attempt, upstream)
                 finally:
                     upstream.release()
             finally:
-                self.inflight_total -= 1
-                if d.prefill_tokens:  # ended before any token (error, non-streaming)
-                    self.fleet.on_first_token(target, d.prefill_tokens)
-                    d.prefill_tokens = 0.0
-                self.fleet.on_finished(target)
-        self.metrics.child(self.metrics.rejected, "upstream_unreachable").inc()
+                dispatcher.finished(attempt)
+        dispatcher.reject("upstream_unreachable")
         raise ApiError(
             502,
-            f"No instance of '{d.model}' answered ({last_error}).",
+            f"No instance of '{call.model}' answered ({last_error}).",
             type="upstream_error",
             code="upstream_unreachable",
         )
-
-    def _failed(self, target: Target, kind: str) -> None:
-        self.fleet.on_failure(target, time.monotonic())
-        self.metrics.child(self.metrics.upstream_errors, target.url, kind).inc()
-        self.stats.observe_error(f"upstream_{kind}")
 
     # -- relaying ------------------------------------------------------------------------
 
     async def _relay(
         self,
         request: web.Request,
-        d: Dispatch,
-        target: Target,
+        call: ClientCall,
+        attempt: Attempt,
         upstream: aiohttp.ClientResponse,
     ) -> web.StreamResponse:
         content_type = upstream.headers.get("Content-Type", "")
-        if d.stream and upstream.status == 200 and content_type.startswith("text/event-stream"):
-            return await self._relay_stream(request, d, target, upstream)
+        if call.stream and upstream.status == 200 and content_type.startswith("text/event-stream"):
+            return await self._relay_stream(request, call, attempt, upstream)
+        target = attempt.target
         try:
             body = await upstream.read()
         except _MIDSTREAM_ERRORS as exc:
-            self._failed(target, "midstream")
+            self.dispatcher.failed(attempt, "midstream")
             raise ApiError(
                 502,
                 f"The engine failed while answering: {type(exc).__name__}",
@@ -298,11 +201,11 @@ class Proxy:
         status = upstream.status
         now = time.monotonic()
         usage = _usage_of(body) if status == 200 else None
-        if d.operation is Operation.GENERATE and status == 200:
+        if call.operation is Operation.GENERATE and status == 200:
             with contextlib.suppress(ValueError):
-                body = legacy_response(d.prompt, json.loads(body))
+                body = legacy_response(call.prompt, json.loads(body))
             content_type = "application/json"
-        self._record(d, target, status, now, usage, None, 0)
+        self._complete(call, attempt, status, now, usage, None, 0)
         headers = {BACKEND_HEADER: target.url}
         if content_type:
             headers["Content-Type"] = content_type
@@ -311,13 +214,14 @@ class Proxy:
     async def _relay_stream(
         self,
         request: web.Request,
-        d: Dispatch,
-        target: Target,
+        call: ClientCall,
+        attempt: Attempt,
         upstream: aiohttp.ClientResponse,
     ) -> web.StreamResponse:
+        target = attempt.target
         headers = dict(_SSE_HEADERS)
         headers[BACKEND_HEADER] = target.url
-        legacy = LegacyStream(d.prompt) if d.operation is Operation.GENERATE else None
+        legacy = LegacyStream(call.prompt) if call.operation is Operation.GENERATE else None
         if legacy is not None:
             headers["Content-Type"] = "application/json"
         out = web.StreamResponse(status=200, headers=headers)
@@ -332,7 +236,7 @@ class Proxy:
                 chunk = await content.readany()
             except _MIDSTREAM_ERRORS as exc:
                 error_type = "upstream_died"
-                self._failed(target, "midstream")
+                self.dispatcher.failed(attempt, "midstream")
                 log.warning("router: %s died mid-stream: %r", target.url, exc)
                 if not await self._write_stream_error(out, exc, legacy is not None):
                     error_type = "client_disconnected"
@@ -341,8 +245,7 @@ class Proxy:
                 break
             if first_mono_s is None:
                 first_mono_s = time.monotonic()
-                self.fleet.on_first_token(target, d.prefill_tokens)
-                d.prefill_tokens = 0.0
+                self.dispatcher.first_token(attempt)
             events += chunk.count(b"data:")
             if b'"usage"' in chunk:
                 usage = _stream_usage(chunk) or usage
@@ -356,7 +259,7 @@ class Proxy:
                 break
         now = time.monotonic()
         tokens = events - 1 if events > 1 else events  # minus the [DONE] sentinel
-        self._record(d, target, 200, now, usage, first_mono_s, tokens, error_type)
+        self._complete(call, attempt, 200, now, usage, first_mono_s, tokens, error_type)
         if error_type != "client_disconnected":
             with contextlib.suppress(ConnectionResetError, RuntimeError):
                 await out.write_eof()
@@ -376,10 +279,10 @@ class Proxy:
             return False
         return True
 
-    def _record(
+    def _complete(
         self,
-        d: Dispatch,
-        target: Target,
+        call: ClientCall,
+        attempt: Attempt,
         status: int,
         now_mono_s: float,
         usage: dict[str, Any] | None,
@@ -387,33 +290,36 @@ class Proxy:
         stream_events: int,
         error_type: str | None = None,
     ) -> None:
-        m, op, model = self.metrics, d.operation.value, d.model
+        """Report the finished request to the dispatcher's observers."""
         if error_type is None and status >= 400:
             error_type = str(status)
-        m.child(m.requests, model, op, target.url, str(status)).inc()
-        duration_s = now_mono_s - d.started_mono_s
-        m.child(m.duration, model, op, error_type or "").observe(duration_s)
-        stats = self.stats
-        stats.observe_duration(duration_s)
-        output_tokens = None
+        input_tokens = output_tokens = None
         if usage is not None:
-            prompt_tokens = usage.get("prompt_tokens")
-            output_tokens = usage.get("completion_tokens")
-            if type(prompt_tokens) is int:
-                m.child(m.tokens, model, op, "input").observe(prompt_tokens)
-            if type(output_tokens) is int:
-                m.child(m.tokens, model, op, "output").observe(output_tokens)
-            else:
-                output_tokens = None
+            prompt_tokens, completion_tokens = (
+                usage.get("prompt_tokens"),
+                usage.get("completion_tokens"),
+            )
+            input_tokens = prompt_tokens if type(prompt_tokens) is int else None
+            output_tokens = completion_tokens if type(completion_tokens) is int else None
+        ttft_s = tpot_s = None
         if first_mono_s is not None:
-            ttft_s = first_mono_s - d.started_mono_s
-            m.child(m.ttft, model, op).observe(ttft_s)
-            stats.observe_ttft(ttft_s)
+            ttft_s = first_mono_s - call.started_mono_s
             n = output_tokens if output_tokens is not None else stream_events
             if n > 1:
                 tpot_s = (now_mono_s - first_mono_s) / (n - 1)
-                m.child(m.tpot, model, op).observe(tpot_s)
-                stats.observe_tpot(tpot_s)
+        outcome = Outcome(
+            model=call.model,
+            operation=call.operation.value,
+            instance=attempt.target.url,
+            status=status,
+            error_type=error_type,
+            duration_s=now_mono_s - call.started_mono_s,
+            ttft_s=ttft_s,
+            tpot_s=tpot_s,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
+        self.dispatcher.complete(attempt, outcome)
 
 
 def _usage_of(body: bytes) -> dict[str, Any] | None:

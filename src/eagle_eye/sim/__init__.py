@@ -2,7 +2,11 @@
 
 Pure core: ``tokens`` (prompts to block hashes), ``kv_cache`` (block pool with prefix
 caching), ``cost_model`` (step time, named profiles), ``engine`` (vLLM V1's scheduler),
-``stats`` (vLLM-shaped per-step stats). Edges: ``server`` and ``fleet`` (real-time HTTP
-engines publishing through the real plugin), ``offline`` (virtual time, for benchmarks),
-``cli`` (``eagle-eye sim``). See ``docs/simulator.md``.
+``step`` (a step's plan, cost and outcome), ``stats`` (vLLM-shaped per-step stats),
+``fast_forward`` (runs of decode steps in closed form), ``protocol`` (OpenAI bodies to
+work orders), ``metrics`` (``/metrics`` series as tables of specs). Edges: ``server``
+(one engine on HTTP: ``process`` lifecycle and faults, ``loop`` stepping and publishing
+through the real plugin, ``api/`` one module per API flavour) and ``fleet`` (many of
+them), ``offline`` (virtual time, for benchmarks), ``cli`` (``eagle-eye sim``). See
+``docs/simulator.md``.
 """

@@ -22,61 +22,32 @@ Scheduling follows ``vllm/v1/core/sched/scheduler.py``:
    chunked to the remaining budget. A head request that does not fit blocks the queue.
 3. When a request has computed all its tokens at the end of a step, it samples one token;
    it finishes at ``max_tokens`` (``length``) or at its EOS position (``stop``).
+
+The step's data and cost are in ``step``; offline runs skip decode steps with ``fast_forward``.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from eagle_eye.errors import EagleEyeError
-from eagle_eye.sim.cost_model import CostProfile, attention_pairs
-from eagle_eye.sim.kv_cache import KVCache
+from eagle_eye.sim.cost_model import CostProfile
+from eagle_eye.sim.kv_cache import KVCache, PrefixHit
 from eagle_eye.sim.request import FinishReason, RequestStatus, SimRequest
 from eagle_eye.sim.stats import (
-    FinishedRequestStats,
     IterationStats,
     PrefixCacheStats,
-    PromptTokenStats,
     SchedulerStats,
+    finished_request_stats,
 )
+from eagle_eye.sim.step import StepPlan, StepResult, StepTally, price_step
+
+__all__ = ["EngineCore", "EngineCounters", "RequestRejectedError", "StepPlan", "StepResult"]
 
 
 class RequestRejectedError(EagleEyeError, ValueError):
     """A request the engine refuses outright (too long for ``max_model_len``)."""
-
-
-@dataclass(slots=True)
-class StepPlan:
-    """A scheduled batch: fixed at ``start_s``, done at ``end_s``."""
-
-    start_s: float
-    end_s: float
-    scheduled: list[tuple[SimRequest, int]]
-    """(request, new tokens) in batch order."""
-    preempted: list[SimRequest] = field(default_factory=list)
-    admitted: int = 0
-    prefill_tokens: int = 0
-    decode_seqs: int = 0
-    steps: int = 1
-    """More than 1 for a fast-forwarded run of identical decode steps (offline mode)."""
-
-    @property
-    def duration_s(self) -> float:
-        return self.end_s - self.start_s
-
-
-@dataclass(slots=True)
-class StepResult:
-    """What a completed step produced."""
-
-    end_s: float
-    emitted: list[tuple[SimRequest, int]]
-    """(request, tokens generated this step) for every request that produced tokens."""
-    finished: list[SimRequest]
-    scheduler_stats: SchedulerStats | None = None
-    iteration_stats: IterationStats | None = None
 
 
 @dataclass(slots=True)
@@ -184,9 +155,27 @@ class EngineCore:
 
     def plan_step(self, start_s: float) -> StepPlan | None:
         """Schedule one step starting at ``start_s``; None when there is nothing to do."""
-        budget = self.max_num_batched_tokens
         scheduled: list[tuple[SimRequest, int]] = []
         preempted: list[SimRequest] = []
+        budget = self._schedule_running(self.max_num_batched_tokens, scheduled, preempted)
+        admitted = 0
+        if not preempted:
+            admitted = self._admit_waiting(start_s, budget, scheduled)
+        if not scheduled:
+            return None
+        return price_step(self.profile, self.speed_factor, start_s, scheduled, preempted, admitted)
+
+    def _schedule_running(
+        self,
+        budget: int,
+        scheduled: list[tuple[SimRequest, int]],
+        preempted: list[SimRequest],
+    ) -> int:
+        """Give running requests their next tokens in order; return the budget left.
+
+        A request whose blocks cannot be allocated preempts the last running request
+        until they can; if it is itself the victim, scheduling of running requests stops.
+        """
         running = self.running
         bs = self.block_size
         i = 0
@@ -210,136 +199,62 @@ class EngineCore:
             scheduled.append((req, n))
             budget -= n
             i += 1
+        return budget
 
-        admitted = 0
-        if not preempted:
-            waiting = self.waiting
-            while waiting and len(running) < self.max_num_seqs and budget > 0:
-                req = waiting[0]
-                hit_blocks = 0
-                hit = None
-                if req.num_computed_tokens == 0:
-                    hit = self.kv.lookup(req.block_hashes, (req.num_tokens - 1) // bs)
-                    hit_blocks = hit.blocks
-                computed = hit_blocks * bs if hit is not None else req.num_computed_tokens
-                n = req.num_tokens - computed
-                if n > budget:
-                    if not self.enable_chunked_prefill:
-                        break
-                    n = budget
-                need = -(-(computed + n) // bs) - hit_blocks - req.held_blocks
-                if not self.kv.can_allocate(need, hit):
-                    break
-                waiting.popleft()
-                if hit is not None:
-                    self._record_prefix(req, hit_blocks * bs)
-                    if hit_blocks:
-                        hashes = req.block_hashes[:hit_blocks]
-                        self.kv.acquire(hashes)
-                        req.hashed_blocks = list(hashes)
-                    req.num_computed_tokens = computed
-                    if req.num_cached_tokens < 0:
-                        req.num_cached_tokens = computed
-                self.kv.allocate(need)
-                req.anon_blocks += need
-                req.status = RequestStatus.RUNNING
-                if req.first_scheduled_s is None:
-                    req.first_scheduled_s = start_s
-                running.append(req)
-                scheduled.append((req, n))
-                budget -= n
-                admitted += 1
+    def _admit_waiting(
+        self, start_s: float, budget: int, scheduled: list[tuple[SimRequest, int]]
+    ) -> int:
+        """Admit waiting requests FCFS while seats, budget and blocks last; return how many.
 
-        if not scheduled:
-            return None
-        return self._cost(start_s, scheduled, preempted, admitted)
-
-    def _cost(
-        self,
-        start_s: float,
-        scheduled: list[tuple[SimRequest, int]],
-        preempted: list[SimRequest],
-        admitted: int,
-    ) -> StepPlan:
-        prefill_tokens = decode_seqs = kv_read = 0
-        pairs = 0.0
-        for req, n in scheduled:
-            kv_read += req.num_computed_tokens + n
-            if req.num_tokens - req.num_computed_tokens == 1 and req.output_tokens > 0:
-                decode_seqs += 1
-            else:
-                prefill_tokens += n
-                pairs += attention_pairs(n, req.num_computed_tokens)
-        duration = self.profile.step_time_s(
-            prefill_tokens=prefill_tokens,
-            decode_seqs=decode_seqs,
-            kv_tokens_read=kv_read,
-            attention_pairs=pairs,
-            speed_factor=self.speed_factor,
-        )
-        return StepPlan(
-            start_s=start_s,
-            end_s=start_s + duration,
-            scheduled=scheduled,
-            preempted=preempted,
-            admitted=admitted,
-            prefill_tokens=prefill_tokens,
-            decode_seqs=decode_seqs,
-        )
-
-    def extend_decode(self, plan: StepPlan, until_s: float) -> StepPlan:
-        """Stretch a pure-decode plan into the run of identical steps that ends by ``until_s``.
-
-        Valid only when the batch cannot change in between: every running request decodes,
-        nobody was admitted or preempted (so no waiting request could be admitted before a
-        request finishes, as KV only fills up meanwhile), and no request finishes before
-        the last of the steps. Used by the offline fleet to skip per-token work.
+        A request that has computed nothing yet starts from its longest cached prefix
+        (at most ``num_tokens - 1`` tokens). A head request that does not fit blocks the
+        queue, as in vLLM.
         """
-        if (
-            plan.preempted
-            or plan.admitted
-            or plan.prefill_tokens
-            or len(plan.scheduled) != len(self.running)
-            or plan.end_s > until_s
-        ):
-            return plan
-        reqs = self.running
-        k_max = min(r.stop_at - r.output_tokens for r in reqs)
-        if k_max <= 1:
-            return plan
-        n = len(reqs)
-        kv_coef = self.profile.kv_read_token_s / self.speed_factor
-        base = (self.profile.step_overhead_s + self.profile.decode_seq_s * n) / self.speed_factor
-        ctx = sum(r.num_computed_tokens + 1 for r in reqs)
-        a = kv_coef * n / 2
-        b = base + kv_coef * ctx - a
-        span = until_s - plan.start_s
-        if math.isinf(span):
-            k = k_max
-        elif a > 0:
-            k = min(k_max, int((-b + math.sqrt(b * b + 4 * a * span)) / (2 * a)))
-        else:
-            k = min(k_max, int(span / b))
-        while k > 1 and a * k * k + b * k > span:
-            k -= 1
-        if k <= 1:
-            return plan
+        waiting = self.waiting
         bs = self.block_size
-        while k > 1:
-            extra = sum(-(-(r.num_computed_tokens + k) // bs) - r.held_blocks for r in reqs)
-            if extra <= self.kv.free_blocks:
+        admitted = 0
+        while waiting and len(self.running) < self.max_num_seqs and budget > 0:
+            req = waiting[0]
+            hit_blocks = 0
+            hit = None
+            if req.num_computed_tokens == 0:
+                hit = self.kv.lookup(req.block_hashes, (req.num_tokens - 1) // bs)
+                hit_blocks = hit.blocks
+            computed = hit_blocks * bs if hit is not None else req.num_computed_tokens
+            n = req.num_tokens - computed
+            if n > budget:
+                if not self.enable_chunked_prefill:
+                    break
+                n = budget
+            need = -(-(computed + n) // bs) - hit_blocks - req.held_blocks
+            if not self.kv.can_allocate(need, hit):
                 break
-            k //= 2
-        if k <= 1:
-            return plan
-        for r in reqs:
-            need = -(-(r.num_computed_tokens + k) // bs) - r.held_blocks
-            if need > 0:
-                self.kv.allocate(need)
-                r.anon_blocks += need
-        plan.steps = k
-        plan.end_s = plan.start_s + a * k * k + b * k
-        return plan
+            waiting.popleft()
+            self._start_running(req, start_s, hit, computed, need)
+            scheduled.append((req, n))
+            budget -= n
+            admitted += 1
+        return admitted
+
+    def _start_running(
+        self, req: SimRequest, start_s: float, hit: PrefixHit | None, computed: int, need: int
+    ) -> None:
+        """Move the head of the queue into the batch: take its cached prefix and new blocks."""
+        if hit is not None:
+            self._record_prefix(req, hit.blocks * self.block_size)
+            if hit.blocks:
+                hashes = req.block_hashes[: hit.blocks]
+                self.kv.acquire(hashes)
+                req.hashed_blocks = list(hashes)
+            req.num_computed_tokens = computed
+            if req.num_cached_tokens < 0:
+                req.num_cached_tokens = computed
+        self.kv.allocate(need)
+        req.anon_blocks += need
+        req.status = RequestStatus.RUNNING
+        if req.first_scheduled_s is None:
+            req.first_scheduled_s = start_s
+        self.running.append(req)
 
     # -- completing a step ---------------------------------------------------------------
 
@@ -347,86 +262,95 @@ class EngineCore:
         """Apply a step's effects at ``plan.end_s``: tokens, finishes, stats."""
         end = plan.end_s
         k = plan.steps
-        collect = self.collect_stats
-        it = IterationStats(iteration_timestamp=end) if collect else None
-        emitted: list[tuple[SimRequest, int]] = []
-        finished: list[SimRequest] = []
-        counters = self.counters
-        bs = self.block_size
-        prompt_first = cached_first = 0
-        gen_tokens = 0
+        it = IterationStats(iteration_timestamp=end) if self.collect_stats else None
+        tally = StepTally()
         step_itl = (plan.end_s - plan.start_s) / k
         for req, n in plan.scheduled:
             if req.status is not RequestStatus.RUNNING:
                 continue  # aborted while the step ran
-            was_prefill = req.num_tokens - req.num_computed_tokens > 1 or req.output_tokens == 0
-            if was_prefill:
-                counters.computed_prompt_tokens += min(
-                    n, max(0, req.prompt_tokens - req.num_computed_tokens)
-                )
-            req.num_computed_tokens += n if k == 1 else k
-            if self.kv.enable_prefix_caching and req.block_hashes:
-                full = min(req.num_computed_tokens // bs, len(req.block_hashes))
-                have = len(req.hashed_blocks)
-                if full > have:
-                    new = req.block_hashes[have:full]
-                    self.kv.promote(new)
-                    req.hashed_blocks.extend(new)
-                    req.anon_blocks -= len(new)
+            self._compute(req, n, k)
             if req.num_computed_tokens < req.num_tokens:
                 continue  # a prefill chunk; no token yet
-            new_tokens = k
-            req.output_tokens += new_tokens
-            gen_tokens += new_tokens
-            emitted.append((req, new_tokens))
-            if req.first_token_s is None:
-                req.first_token_s = end
-                prompt_first += req.prompt_tokens
-                cached_first += max(0, req.num_cached_tokens)
-                if it is not None:
-                    it.time_to_first_tokens_iter.append(end - req.arrival_s)
-            else:
-                assert req.last_token_s is not None
-                gap = end - req.last_token_s
-                self._add_itl(req, gap, k, step_itl if k > 1 else gap)
-                if it is not None and k == 1:
-                    it.inter_token_latencies_iter.append(gap)
-            req.last_token_s = end
-            if req.output_tokens >= req.stop_at:
-                eos = req.eos_after
-                stopped = eos is not None and eos <= req.max_tokens
-                reason = FinishReason.STOP if stopped else FinishReason.LENGTH
-                self._finish(req, end, reason)
-                finished.append(req)
-                if it is not None:
-                    it.finished_requests.append(self._finished_stats(req))
+            self._emit(req, end, k, step_itl, tally, it)
+        counters = self.counters
         counters.steps += k
-        counters.prompt_tokens += prompt_first
-        counters.generation_tokens += gen_tokens
+        counters.prompt_tokens += tally.prompt_first
+        counters.generation_tokens += tally.generation_tokens
         counters.preemptions += len(plan.preempted)
-        counters.finished += len(finished)
+        counters.finished += len(tally.finished)
         counters.busy_s += plan.end_s - plan.start_s
         self.now_s = end
         sched = None
         if it is not None:
-            it.num_generation_tokens = gen_tokens
-            it.num_prompt_tokens = prompt_first
-            it.prompt_token_stats = PromptTokenStats(
-                computed=prompt_first - cached_first,
-                local_cache_hit=cached_first,
-                cached_tokens=cached_first,
-                total=prompt_first,
-            )
-            it.num_preempted_reqs = len(plan.preempted)
-            it.num_scheduled_tokens = sum(n for _, n in plan.scheduled)
+            tally.fill_iteration_stats(it, plan)
             sched = self.scheduler_stats()
         return StepResult(
             end_s=end,
-            emitted=emitted,
-            finished=finished,
+            emitted=tally.emitted,
+            finished=tally.finished,
             scheduler_stats=sched,
             iteration_stats=it,
         )
+
+    def _compute(self, req: SimRequest, n: int, k: int) -> None:
+        """Count the tokens the step computed for ``req`` and cache its newly full blocks."""
+        was_prefill = req.num_tokens - req.num_computed_tokens > 1 or req.output_tokens == 0
+        if was_prefill:
+            self.counters.computed_prompt_tokens += min(
+                n, max(0, req.prompt_tokens - req.num_computed_tokens)
+            )
+        req.num_computed_tokens += n if k == 1 else k
+        self._cache_full_blocks(req)
+
+    def _cache_full_blocks(self, req: SimRequest) -> None:
+        """Give the prompt blocks ``req`` has now filled their hashes (prefix caching).
+
+        Only prompt blocks have hashes (``block_hashes``); generated tokens stay in
+        anonymous blocks.
+        """
+        if not (self.kv.enable_prefix_caching and req.block_hashes):
+            return
+        full = min(req.num_computed_tokens // self.block_size, len(req.block_hashes))
+        have = len(req.hashed_blocks)
+        if full > have:
+            new = req.block_hashes[have:full]
+            self.kv.promote(new)
+            req.hashed_blocks.extend(new)
+            req.anon_blocks -= len(new)
+
+    def _emit(
+        self,
+        req: SimRequest,
+        end: float,
+        k: int,
+        step_itl: float,
+        tally: StepTally,
+        it: IterationStats | None,
+    ) -> None:
+        """``req`` samples ``k`` tokens at ``end``: latencies, then a finish if it is done."""
+        req.output_tokens += k
+        tally.generation_tokens += k
+        tally.emitted.append((req, k))
+        if req.first_token_s is None:
+            req.first_token_s = end
+            tally.prompt_first += req.prompt_tokens
+            tally.cached_first += max(0, req.num_cached_tokens)
+            if it is not None:
+                it.time_to_first_tokens_iter.append(end - req.arrival_s)
+        else:
+            assert req.last_token_s is not None
+            gap = end - req.last_token_s
+            req.add_itl(gap, k, step_itl if k > 1 else gap)
+            if it is not None and k == 1:
+                it.inter_token_latencies_iter.append(gap)
+        req.last_token_s = end
+        if req.output_tokens >= req.stop_at:
+            eos = req.eos_after
+            stopped = eos is not None and eos <= req.max_tokens
+            self._finish(req, end, FinishReason.STOP if stopped else FinishReason.LENGTH)
+            tally.finished.append(req)
+            if it is not None:
+                it.finished_requests.append(finished_request_stats(req))
 
     def scheduler_stats(self) -> SchedulerStats:
         """Current state plus prefix lookups since the previous call (then reset)."""
@@ -440,13 +364,6 @@ class EngineCore:
         )
 
     # -- helpers -------------------------------------------------------------------------
-
-    @staticmethod
-    def _add_itl(req: SimRequest, total_s: float, count: int, max_gap_s: float) -> None:
-        req.itl_sum_s += total_s
-        req.itl_count += count
-        if max_gap_s > req.itl_max_s:
-            req.itl_max_s = max_gap_s
 
     def _record_prefix(self, req: SimRequest, hit_tokens: int) -> None:
         stats = self._prefix_stats
@@ -480,25 +397,3 @@ class EngineCore:
         req.status = RequestStatus.FINISHED
         req.finish_s = end_s
         req.finish_reason = reason
-
-    @staticmethod
-    def _finished_stats(req: SimRequest) -> FinishedRequestStats:
-        assert req.finish_s is not None and req.finish_reason is not None
-        first_sched = req.first_scheduled_s if req.first_scheduled_s is not None else req.arrival_s
-        first_tok = req.first_token_s if req.first_token_s is not None else req.finish_s
-        decode = req.finish_s - first_tok
-        return FinishedRequestStats(
-            finish_reason=req.finish_reason.value,
-            e2e_latency=req.finish_s - req.arrival_s,
-            num_prompt_tokens=req.prompt_tokens,
-            num_generation_tokens=req.output_tokens,
-            max_tokens_param=req.max_tokens,
-            queued_time=first_sched - req.arrival_s,
-            prefill_time=first_tok - first_sched,
-            inference_time=req.finish_s - first_sched,
-            decode_time=decode,
-            mean_time_per_output_token=decode / (req.output_tokens - 1)
-            if req.output_tokens > 1
-            else 0.0,
-            num_cached_tokens=max(0, req.num_cached_tokens),
-        )

@@ -33,8 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from eagle_eye.sim.cost_model import DEFAULT_PROFILE, CostProfile, get_profile
-from eagle_eye.sim.engine import EngineCore, StepPlan
+from eagle_eye.sim.engine import EngineCore
+from eagle_eye.sim.fast_forward import extend_decode
 from eagle_eye.sim.request import SimRequest
+from eagle_eye.sim.step import StepPlan
 from eagle_eye.sim.tokens import (
     eos_position,
     prompt_key,
@@ -283,7 +285,7 @@ class OfflineFleet:
                 plan = core.plan_step(core.now_s)
                 if plan is None:  # cannot happen with requests checked against capacity
                     raise RuntimeError(f"engine {engine.index} has work but cannot schedule it")
-                plan = core.extend_decode(plan, t_s)
+                plan = extend_decode(core, plan, t_s)
                 engine.inflight = plan
             if plan.end_s > t_s:
                 return

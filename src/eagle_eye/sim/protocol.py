@@ -90,15 +90,19 @@ def _int_field(body: dict[str, Any], name: str, *, minimum: int) -> int | None:
     return value
 
 
-def _common(
+def _prompt_blocks(
     body: dict[str, Any],
     text: str | None,
     token_ids: list[int] | None,
     *,
     block_size: int,
     seed: int,
-    max_tokens_names: tuple[str, ...],
-) -> WorkOrder:
+) -> tuple[int, list[int], int]:
+    """``(prompt tokens, KV block hashes, text key)`` of a prompt.
+
+    Trace hash ids win over the text or token ids (they carry the trace's prefix
+    sharing); ``eagle_eye_prompt_tokens`` overrides the length in every case.
+    """
     hash_ids = body.get("eagle_eye_hash_ids")
     explicit_tokens = _int_field(body, "eagle_eye_prompt_tokens", minimum=1)
     if hash_ids is not None:
@@ -125,6 +129,33 @@ def _common(
         n = explicit_tokens or text_token_count(text)
         hashes = text_block_hashes(text, block_size)
         key = text_key(text, seed)
+    return n, hashes, key
+
+
+def _stream_options(body: dict[str, Any]) -> tuple[bool, bool]:
+    """``(stream, include_usage)``; ``stream_options`` only make sense when streaming."""
+    stream = bool(body.get("stream", False))
+    options = body.get("stream_options") or {}
+    if options and not isinstance(options, dict):
+        raise BadRequest("stream_options must be an object", param="stream_options")
+    if options and not stream:
+        raise BadRequest(
+            "Stream options can only be defined when `stream=True`.", param="stream_options"
+        )
+    return stream, bool(options.get("include_usage", False))
+
+
+def _common(
+    body: dict[str, Any],
+    text: str | None,
+    token_ids: list[int] | None,
+    *,
+    block_size: int,
+    seed: int,
+    max_tokens_names: tuple[str, ...],
+) -> WorkOrder:
+    """The work order of a prompt given as ``text`` or ``token_ids``, checked in vLLM's order."""
+    n, hashes, key = _prompt_blocks(body, text, token_ids, block_size=block_size, seed=seed)
     if n <= 0:
         raise BadRequest("the prompt is empty", param="prompt")
     max_tokens = None
@@ -135,14 +166,7 @@ def _common(
             break
     if body.get("n", 1) not in (1, None):
         raise BadRequest("the simulator supports n=1 only", param="n")
-    stream = bool(body.get("stream", False))
-    options = body.get("stream_options") or {}
-    if options and not isinstance(options, dict):
-        raise BadRequest("stream_options must be an object", param="stream_options")
-    if options and not stream:
-        raise BadRequest(
-            "Stream options can only be defined when `stream=True`.", param="stream_options"
-        )
+    stream, include_usage = _stream_options(body)
     return WorkOrder(
         prompt_text=text,
         prompt_tokens=n,
@@ -151,7 +175,7 @@ def _common(
         max_tokens=max_tokens,
         ignore_eos=bool(body.get("ignore_eos", False)),
         stream=stream,
-        include_usage=bool(options.get("include_usage", False)),
+        include_usage=include_usage,
     )
 
 

@@ -76,6 +76,13 @@ class SimRequest:
     def held_blocks(self) -> int:
         return len(self.hashed_blocks) + self.anon_blocks
 
+    def add_itl(self, total_s: float, count: int, max_gap_s: float) -> None:
+        """Account ``count`` inter-token gaps summing to ``total_s``, the longest ``max_gap_s``."""
+        self.itl_sum_s += total_s
+        self.itl_count += count
+        if max_gap_s > self.itl_max_s:
+            self.itl_max_s = max_gap_s
+
     # -- results (simulated seconds) -----------------------------------------------------
 
     @property

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from eagle_eye.sim.request import SimRequest
+
 
 @dataclass(slots=True)
 class PrefixCacheStats:
@@ -87,3 +89,26 @@ class IterationStats:
     running_lora_adapters: dict[str, int] = field(default_factory=dict)
     num_scheduled_tokens: int = 0
     """Tokens in this step's batch (``vllm:iteration_tokens_total``)."""
+
+
+def finished_request_stats(req: SimRequest) -> FinishedRequestStats:
+    """What vLLM reports for a request that has just finished (``finish_s`` set)."""
+    assert req.finish_s is not None and req.finish_reason is not None
+    first_sched = req.first_scheduled_s if req.first_scheduled_s is not None else req.arrival_s
+    first_tok = req.first_token_s if req.first_token_s is not None else req.finish_s
+    decode = req.finish_s - first_tok
+    return FinishedRequestStats(
+        finish_reason=req.finish_reason.value,
+        e2e_latency=req.finish_s - req.arrival_s,
+        num_prompt_tokens=req.prompt_tokens,
+        num_generation_tokens=req.output_tokens,
+        max_tokens_param=req.max_tokens,
+        queued_time=first_sched - req.arrival_s,
+        prefill_time=first_tok - first_sched,
+        inference_time=req.finish_s - first_sched,
+        decode_time=decode,
+        mean_time_per_output_token=decode / (req.output_tokens - 1)
+        if req.output_tokens > 1
+        else 0.0,
+        num_cached_tokens=max(0, req.num_cached_tokens),
+    )

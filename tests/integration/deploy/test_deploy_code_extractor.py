@@ -25,8 +25,8 @@ import yaml
 from click.testing import CliRunner
 from deploy_k8s_helpers import OVERLAYS, container, env_of, find, kubectl, render
 
-from eagle_eye.bundle import CONFIGMAP_LIMIT_BYTES, TARBALL_NAME
 from eagle_eye.cli import main
+from eagle_eye.deploy.build import CONFIGMAP_LIMIT_BYTES, TARBALL_NAME
 
 pytestmark = [
     pytest.mark.k8s,

@@ -82,7 +82,7 @@ async def test_streaming_is_relayed_chunk_by_chunk_not_buffered(nats_url: str) -
                 if line.startswith(b"data:"):
                     events += 1
                     if inflight_at_first_event is None:
-                        inflight_at_first_event = router.proxy.inflight_total
+                        inflight_at_first_event = router.dispatcher.inflight_total
         assert events == 101  # 100 tokens + [DONE]
         # A buffering proxy would only answer after the upstream finished (0 in flight).
         assert inflight_at_first_event == 1

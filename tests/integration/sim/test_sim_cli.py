@@ -8,7 +8,7 @@ import subprocess
 import sys
 import urllib.request
 
-from support import free_tcp_port, wait_for
+from support import free_tcp_port_block, wait_for
 
 
 def _get(url: str) -> int:
@@ -20,7 +20,7 @@ def _get(url: str) -> int:
 
 
 def test_cli_serves_consecutive_ports_and_stops_cleanly_on_ctrl_c() -> None:
-    base = free_tcp_port()
+    base = free_tcp_port_block(2)
     proc = subprocess.Popen(
         [sys.executable, "-c", "from eagle_eye.cli import main; main()", "sim",
          "--engines", "2", "--base-port", str(base), "--speedup", "20",
@@ -28,8 +28,13 @@ def test_cli_serves_consecutive_ports_and_stops_cleanly_on_ctrl_c() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )  # fmt: skip
+    out = ""
     try:
-        assert wait_for(lambda: _get(f"http://127.0.0.1:{base + 1}/health") == 200, 20.0)
+        healthy = wait_for(lambda: _get(f"http://127.0.0.1:{base + 1}/health") == 200, 20.0)
+        if not healthy:
+            proc.kill()
+            out = proc.communicate(timeout=10)[0].decode()
+        assert healthy, f"engines never served /health; exit {proc.poll()}, output:\n{out}"
         request = urllib.request.Request(
             f"http://127.0.0.1:{base}/generate",
             data=json.dumps({"prompt": "Hello AI"}).encode(),
@@ -47,8 +52,7 @@ def test_cli_serves_consecutive_ports_and_stops_cleanly_on_ctrl_c() -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
-        out = ""
-        if proc.stdout is not None:
+        if proc.stdout is not None and not proc.stdout.closed:
             out = proc.stdout.read().decode()
             proc.stdout.close()
     assert f"sim-0: http://127.0.0.1:{base}" in out

@@ -26,46 +26,19 @@ from prometheus_client.registry import Collector
 
 from eagle_eye.fleet.view import FleetView, InstanceInfo
 from eagle_eye.settings import DEFAULT_READY_STALE_AFTER_S
-from eagle_eye.snapshot import EngineState, Snapshot
+from eagle_eye.snapshot import FIELDS, EngineState, Snapshot
 
 log = logging.getLogger(__name__)
 
 LABELS: Final = ["instance_id", "dp_rank", "model_name", "engine_kind"]
 MAX_MODELS_REMEMBERED: Final = 10_000
 
-# (metric name, help, Snapshot attribute) for the per-instance gauges.
-_GAUGES: Final = (
-    ("eagle_eye_requests_running", "Requests being processed.", "running"),
-    ("eagle_eye_requests_waiting", "Requests queued.", "waiting"),
-    ("eagle_eye_kv_cache_usage_ratio", "Fraction 0-1 of the KV cache in use.", "kv_usage"),
-    ("eagle_eye_kv_cache_capacity_tokens", "KV-cache capacity in tokens.", "kv_capacity_tokens"),
-    ("eagle_eye_ttft_recent_seconds", "Recent time to first token (EWMA).", "ttft_recent_s"),
-    ("eagle_eye_itl_recent_seconds", "Recent inter-token latency (EWMA).", "itl_recent_s"),
-    (
-        "eagle_eye_generation_tokens_per_second",
-        "Recent generation throughput.",
-        "generation_tokens_per_s",
-    ),
-    ("eagle_eye_snapshot_seq", "Sequence number of the newest snapshot.", "seq"),
-    (
-        "eagle_eye_snapshot_timestamp_seconds",
-        "Publisher clock (Unix seconds) of the newest snapshot.",
-        "timestamp_s",
-    ),
+# (metric name, help, Snapshot attribute), derived from the wire format's field table.
+_GAUGES: Final = tuple(
+    (f.metric[0], f.metric[1], f.name) for f in FIELDS if f.metric and f.metric[2] == "gauge"
 )
-# (metric name without _total, help, Snapshot attribute) for the per-instance counters.
-_COUNTERS: Final = (
-    (
-        "eagle_eye_prefix_cache_queries_tokens",
-        "Prompt tokens looked up in the prefix cache.",
-        "prefix_cache_queries_total",
-    ),
-    (
-        "eagle_eye_prefix_cache_hits_tokens",
-        "Prompt tokens found in the prefix cache.",
-        "prefix_cache_hits_total",
-    ),
-    ("eagle_eye_preemptions", "Requests preempted.", "preemptions_total"),
+_COUNTERS: Final = tuple(
+    (f.metric[0], f.metric[1], f.name) for f in FIELDS if f.metric and f.metric[2] == "counter"
 )
 
 

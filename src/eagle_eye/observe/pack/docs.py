@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from eagle_eye.observe.exporter import ExporterMemory, IngestCounts, fleet_families
+from eagle_eye.observe.exporter.families import ExporterMemory, IngestCounts, fleet_families
 from eagle_eye.observe.pack.alerts import ALERTS
 from eagle_eye.observe.pack.coverage import REAL_CLUSTER_PANELS, REAL_CLUSTER_RULES
 from eagle_eye.observe.pack.dashboards import DASHBOARDS
@@ -29,12 +29,12 @@ and committed:
 | `deploy/prometheus/eagle-eye-rules.yaml` | recording rules (`eagle_eye:*`) |
 | `deploy/prometheus/eagle-eye-alerts.yaml` | alert rules |
 | `deploy/prometheus/tests/*.test.yaml` | `promtool test rules` cases |
-| `deploy/grafana/*.json` | dashboards (import into any Grafana) |
+| `deploy/grafana/*.json` | dashboards (Grafana Foundation SDK, Grafana 11.6 schema) |
 | `deploy/k8s/monitoring/` | kustomize base: monitors, PrometheusRule, dashboard ConfigMaps |
 
 Regenerate after changing the code with `eagle-eye rules` (from the repository root);
 `eagle-eye rules --check` fails if a committed file is stale, and so does the unit test
-`tests/unit/observe/test_pack_generated.py`.
+`tests/unit/observe/pack/test_pack_generated.py`.
 
 ## Install into an existing kube-prometheus-stack
 
@@ -95,15 +95,19 @@ ALERTS_INTRO: Final = """\
 Every alert carries `summary`, `description` and `runbook` annotations, and has
 `promtool test rules` cases in `deploy/prometheus/tests/alerts.test.yaml`: one where it
 fires (with the exact labels and annotations) and one where it must stay silent.
+Alerts live by domain in `src/eagle_eye/observe/pack/alerts/` (availability, queue,
+KV cache, router, accelerator, model loading, SLO burn); each threshold there is a named
+constant that both the expression and the annotations use, so change it there and
+regenerate.
 """
 
 PROOF: Final = """\
 ## How this is tested
 
 * `promtool check rules` and `promtool test rules` run on the committed files
-  (`tests/unit/observe/test_pack_promtool.py`, marker `prometheus`); a mutation test
+  (`tests/unit/observe/pack/test_pack_promtool.py`, marker `prometheus`); a mutation test
   raises one alert threshold and expects its firing case to fail.
-* `tests/integration/observe/test_pack_prometheus.py` starts a real Prometheus (1 s
+* `tests/integration/observe/pack/test_pack_prometheus.py` starts a real Prometheus (1 s
   scrapes) against simulated vLLM and SGLang engines publishing over NATS, the router
   under load, the exporter, and a synthetic target for the series only a real cluster
   has; one engine is killed mid-load. It then evaluates every recording rule's expression

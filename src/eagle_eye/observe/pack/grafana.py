@@ -1,29 +1,58 @@
-"""A small Grafana dashboard model: specs in, dashboard JSON (schema 39) out.
+"""Grafana dashboards: tables of panel specs in, dashboard JSON out through the Grafana
+Foundation SDK (``grafana_foundation_sdk``).
 
-Dashboards are tables of ``Panel`` specs (title, queries, unit, kind); layout, ids,
-datasource references and template variables are filled in here so the dashboard modules
-read as lists of questions and the PromQL that answers them.
+Dashboards are tables of ``Panel`` specs (title, queries, unit, kind); the dashboard
+modules read as lists of questions and the PromQL that answers them. ``dashboard_model``
+turns a table into the SDK's ``Dashboard`` model with its builders (panels, rows,
+template variables, datasource references, units, ids) and ``build`` encodes it the way
+Grafana imports it (and the sidecar loads it from a ConfigMap).
+
+Our part, where the SDK has none that fits: the panel grid. The SDK's automatic layout
+wraps to the next line only after a panel has crossed the 24-column edge, so a row of
+uneven widths would overflow it; ``_place`` wraps before a panel would cross it and hands
+the SDK explicit positions. The SDK's variable model has no ``definition`` field (the
+query as the variables list displays it), so dashboards carry the query only.
 
 Queries may use ``$namespace``, ``$model``, ``$instance`` (regex variables whose "All"
 value is ``.*``, which also matches series without the label) and ``$__rate_interval``.
-``panel_queries`` expands them the way Grafana would for the integration test.
+``expand`` expands them the way Grafana would for the integration test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal, TypeAlias
 
-DATASOURCE: Final = {"type": "prometheus", "uid": "${datasource}"}
+from grafana_foundation_sdk.builders import bargauge, heatmap, prometheus, stat, table, timeseries
+from grafana_foundation_sdk.builders import common as common_builders
+from grafana_foundation_sdk.builders import dashboard as dashboard_builders
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common as common_models
+from grafana_foundation_sdk.models import dashboard as dashboard_models
+from grafana_foundation_sdk.models import prometheus as prometheus_models
+
+DATASOURCE: Final = dashboard_models.DataSourceRef(type_val="prometheus", uid="${datasource}")
+"""Every query goes to the Prometheus the ``datasource`` variable selects."""
 GRID_WIDTH: Final = 24
+"""Grafana's grid is 24 columns wide."""
+REFRESH: Final = "10s"
+TIME_RANGE: Final = ("now-1h", "now")
+TAG: Final = "eagle-eye"
+"""Every dashboard carries it; the dashboards link to each other through it."""
+
+PanelKind: TypeAlias = Literal["timeseries", "stat", "heatmap", "table", "bargauge"]
 
 
 @dataclass(frozen=True, slots=True)
 class Query:
     expr: str
+    """PromQL, with the dashboard variables in it."""
     legend: str = ""
+    """Legend template; empty lets Grafana name the series (``__auto``)."""
     instant: bool = False
+    """One value now (tables) rather than a range."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +61,14 @@ class Panel:
     description: str
     queries: tuple[Query, ...]
     unit: str = "short"
-    kind: str = "timeseries"
-    """``timeseries``, ``stat``, ``heatmap``, ``table`` or ``bargauge``."""
+    """A Grafana unit id: ``s``, ``ms``, ``reqps``, ``percentunit`` (0-1), ``short``."""
+    kind: PanelKind = "timeseries"
     width: int = 8
+    """Grid columns (of 24)."""
     height: int = 8
+    """Grid rows."""
     max_value: float | None = None
+    """Upper end of the value axis (with 0 as the lower end); None lets Grafana choose."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +95,7 @@ class Dashboard:
     description: str
     variables: tuple[Variable, ...]
     rows: tuple[Row, ...]
-    tags: tuple[str, ...] = ("eagle-eye",)
+    tags: tuple[str, ...] = (TAG,)
     links: tuple[str, ...] = field(default=())
 
 
@@ -71,129 +103,170 @@ def q(expr: str, legend: str = "", *, instant: bool = False) -> Query:
     return Query(expr, legend, instant)
 
 
-def _variable(var: Variable) -> dict[str, Any]:
+_PanelBuilder: TypeAlias = (
+    timeseries.Panel | heatmap.Panel | stat.Panel | table.Panel | bargauge.Panel
+)
+"""The SDK's panel builders we use; they share the panel-level setters (title, unit, ...)."""
+
+
+# The SDK's string enums derive from ``enum.StrEnum`` (Python 3.11); mypy, checking for 3.10,
+# types their members as plain ``str``, so they are built from their values instead.
+
+
+def _timeseries(panel: Panel) -> _PanelBuilder:
+    legend = common_builders.VizLegendOptions()
+    legend.display_mode(common_models.LegendDisplayMode("list"))
+    legend.placement(common_models.LegendPlacement("bottom"))
+    legend.show_legend(True)
+    tooltip = common_builders.VizTooltipOptions()
+    tooltip.mode(common_models.TooltipDisplayMode("multi"))
+    tooltip.sort(common_models.SortOrder("desc"))
+    builder = timeseries.Panel()
+    builder.legend(legend)
+    builder.tooltip(tooltip)
+    return builder
+
+
+def _heatmap(panel: Panel) -> _PanelBuilder:
+    """Buckets come pre-computed from Prometheus (``format: heatmap``), not calculated."""
+    y_axis = heatmap.YAxisConfig()
+    y_axis.unit(panel.unit)
+    builder = heatmap.Panel()
+    builder.calculate(False)
+    builder.y_axis(y_axis)
+    return builder
+
+
+_KINDS: Final[dict[PanelKind, Callable[[Panel], _PanelBuilder]]] = {
+    "timeseries": _timeseries,
+    "heatmap": _heatmap,
+    "stat": lambda _: stat.Panel(),
+    "table": lambda _: table.Panel(),
+    "bargauge": lambda _: bargauge.Panel(),
+}
+_QUERY_FORMATS: Final[dict[PanelKind, prometheus_models.PromQueryFormat]] = {
+    "heatmap": prometheus_models.PromQueryFormat("heatmap"),
+    "table": prometheus_models.PromQueryFormat("table"),
+}
+
+
+def _target(query: Query, ref_id: str, kind: PanelKind) -> prometheus.Dataquery:
+    target = prometheus.Dataquery()
+    target.ref_id(ref_id)
+    target.datasource(DATASOURCE)
+    target.expr(query.expr)
+    target.legend_format(query.legend or "__auto")
+    if query.instant:
+        target.instant()
+    else:
+        target.range()
+    if kind in _QUERY_FORMATS:
+        target.format(_QUERY_FORMATS[kind])
+    return target
+
+
+def _panel(panel: Panel, panel_id: int, grid: dashboard_models.GridPos) -> _PanelBuilder:
+    builder = _KINDS[panel.kind](panel)
+    builder.id(panel_id)
+    builder.title(panel.title)
+    builder.description(panel.description)
+    builder.datasource(DATASOURCE)
+    builder.grid_pos(grid)
+    builder.unit(panel.unit)
+    if panel.max_value is not None:
+        builder.min(0)
+        builder.max(panel.max_value)
+    for i, query in enumerate(panel.queries):
+        builder.with_target(_target(query, chr(ord("A") + i), panel.kind))
+    return builder
+
+
+def _query_variable(var: Variable) -> dashboard_builders.QueryVariable:
     deps = ", ".join(f'{label}=~"${name}"' for label, name in var.depends_on)
     selector = f"{var.metric}{{{deps}}}" if deps else var.metric
-    query = f"label_values({selector}, {var.label})"
-    return {
-        "name": var.name,
-        "label": var.name,
-        "type": "query",
-        "datasource": DATASOURCE,
-        "query": {"query": query, "refId": f"{var.name}-values"},
-        "definition": query,
-        "refresh": 2,
-        "includeAll": True,
-        "multi": True,
-        "allValue": ".*",
-        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-        "sort": 1,
-    }
+    builder = dashboard_builders.QueryVariable(var.name)
+    builder.label(var.name)
+    builder.datasource(DATASOURCE)
+    builder.query(
+        {"query": f"label_values({selector}, {var.label})", "refId": f"{var.name}-values"}
+    )
+    builder.refresh(dashboard_models.VariableRefresh.ON_TIME_RANGE_CHANGED)
+    builder.include_all(True)
+    builder.multi(True)
+    builder.all_value(".*")
+    builder.current(dashboard_models.VariableOption(selected=True, text=["All"], value=["$__all"]))
+    builder.sort(dashboard_models.VariableSort.ALPHABETICAL_ASC)
+    return builder
 
 
-def _datasource_variable() -> dict[str, Any]:
-    return {
-        "name": "datasource",
-        "label": "Data source",
-        "type": "datasource",
-        "query": "prometheus",
-        "current": {},
-        "hide": 0,
-    }
+def _datasource_variable() -> dashboard_builders.DatasourceVariable:
+    builder = dashboard_builders.DatasourceVariable("datasource")
+    builder.label("Data source")
+    builder.type("prometheus")
+    builder.hide(dashboard_models.VariableHide.DONT_HIDE)
+    return builder
 
 
-def _panel(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
-    targets = []
-    for i, query in enumerate(panel.queries):
-        target: dict[str, Any] = {
-            "refId": chr(ord("A") + i),
-            "datasource": DATASOURCE,
-            "expr": query.expr,
-            "legendFormat": query.legend or "__auto",
-            "range": not query.instant,
-            "instant": query.instant,
-        }
-        if panel.kind == "heatmap":
-            target["format"] = "heatmap"
-        if panel.kind == "table":
-            target["format"] = "table"
-        targets.append(target)
-    defaults: dict[str, Any] = {"unit": panel.unit}
-    if panel.max_value is not None:
-        defaults["min"] = 0
-        defaults["max"] = panel.max_value
-    out: dict[str, Any] = {
-        "id": panel_id,
-        "type": panel.kind,
-        "title": panel.title,
-        "description": panel.description,
-        "datasource": DATASOURCE,
-        "gridPos": {"h": panel.height, "w": panel.width, "x": x, "y": y},
-        "targets": targets,
-        "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": {},
-    }
-    if panel.kind == "timeseries":
-        out["options"] = {
-            "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-            "tooltip": {"mode": "multi", "sort": "desc"},
-        }
-    elif panel.kind == "heatmap":
-        out["options"] = {"calculate": False, "yAxis": {"unit": panel.unit}}
-    return out
+def _place(dashboard: Dashboard) -> Iterator[tuple[Row | Panel, dashboard_models.GridPos]]:
+    """Rows full width; panels left to right, wrapping before one would cross the edge.
+
+    Invariant: ``y`` is the top of the current line, ``line_height`` its tallest panel.
+    """
+    y = 0
+    for row in dashboard.rows:
+        yield row, dashboard_models.GridPos(h=1, w=GRID_WIDTH, x=0, y=y)
+        y += 1
+        x = line_height = 0
+        for panel in row.panels:
+            if x + panel.width > GRID_WIDTH:
+                x, y, line_height = 0, y + line_height, 0
+            yield panel, dashboard_models.GridPos(h=panel.height, w=panel.width, x=x, y=y)
+            x += panel.width
+            line_height = max(line_height, panel.height)
+        y += line_height
+
+
+def _dashboard_links() -> dashboard_builders.DashboardLink:
+    builder = dashboard_builders.DashboardLink("Eagle Eye")
+    builder.type(dashboard_models.DashboardLinkType("dashboards"))
+    builder.tags([TAG])
+    builder.as_dropdown(True)
+    return builder
+
+
+def dashboard_model(dashboard: Dashboard) -> dashboard_models.Dashboard:
+    """The SDK's model of ``dashboard``: panel ids in layout order, rows expanded."""
+    builder = dashboard_builders.Dashboard(dashboard.title)
+    builder.uid(dashboard.uid)
+    builder.description(dashboard.description)
+    builder.tags(list(dashboard.tags))
+    builder.timezone("browser")
+    builder.editable()
+    builder.tooltip(dashboard_models.DashboardCursorSync.CROSSHAIR)
+    builder.refresh(REFRESH)
+    builder.time(*TIME_RANGE)
+    builder.version(1)
+    builder.annotations([])
+    builder.link(_dashboard_links())
+    builder.with_variable(_datasource_variable())
+    for var in dashboard.variables:
+        builder.with_variable(_query_variable(var))
+    for panel_id, (item, grid) in enumerate(_place(dashboard), start=1):
+        if isinstance(item, Row):
+            row = dashboard_builders.Row(item.title)
+            row.id(panel_id)
+            row.grid_pos(grid)
+            row.collapsed(False)
+            builder.with_row(row)
+        else:
+            builder.with_panel(_panel(item, panel_id, grid))
+    return builder.build()
 
 
 def build(dashboard: Dashboard) -> dict[str, Any]:
     """The dashboard JSON Grafana imports (and the sidecar loads from a ConfigMap)."""
-    panels: list[dict[str, Any]] = []
-    panel_id = 1
-    y = 0
-    for row in dashboard.rows:
-        panels.append(
-            {
-                "id": panel_id,
-                "type": "row",
-                "title": row.title,
-                "collapsed": False,
-                "gridPos": {"h": 1, "w": GRID_WIDTH, "x": 0, "y": y},
-                "panels": [],
-            }
-        )
-        panel_id += 1
-        y += 1
-        x = 0
-        row_height = 0
-        for panel in row.panels:
-            if x + panel.width > GRID_WIDTH:
-                x = 0
-                y += row_height
-                row_height = 0
-            panels.append(_panel(panel, panel_id, x, y))
-            panel_id += 1
-            x += panel.width
-            row_height = max(row_height, panel.height)
-        y += row_height
-    return {
-        "uid": dashboard.uid,
-        "title": dashboard.title,
-        "description": dashboard.description,
-        "tags": list(dashboard.tags),
-        "timezone": "browser",
-        "schemaVersion": 39,
-        "version": 1,
-        "editable": True,
-        "graphTooltip": 1,
-        "refresh": "10s",
-        "time": {"from": "now-1h", "to": "now"},
-        "annotations": {"list": []},
-        "links": [
-            {"type": "dashboards", "tags": ["eagle-eye"], "asDropdown": True, "title": "Eagle Eye"}
-        ],
-        "templating": {
-            "list": [_datasource_variable(), *(_variable(v) for v in dashboard.variables)]
-        },
-        "panels": panels,
-    }
+    out: dict[str, Any] = json.loads(JSONEncoder().encode(dashboard_model(dashboard)))
+    return out
 
 
 def iter_panels(dashboard: Dashboard) -> Iterator[Panel]:

@@ -122,7 +122,20 @@ def _both_names_case() -> dict[str, Any]:
     }
 
 
-def _accelerator_case() -> dict[str, Any]:
+def _sample(record: str, labels: dict[str, str], value: float) -> dict[str, Any]:
+    return {"labels": _sel(record, labels), "value": value}
+
+
+def _expr_test(record: str, *samples: tuple[dict[str, str], float]) -> dict[str, Any]:
+    """``record`` at 5 m must hold exactly ``samples`` (labels, value)."""
+    return {
+        "expr": record,
+        "eval_time": "5m",
+        "exp_samples": [_sample(record, labels, value) for labels, value in samples],
+    }
+
+
+def _accelerator_series() -> list[tuple[str, str]]:
     """DCGM with exported_pod (labels not honoured), DCGM honoured, Ascend pod_name."""
     exported = {
         "namespace": "gpu-operator",
@@ -133,7 +146,7 @@ def _accelerator_case() -> dict[str, Any]:
     honoured = {"namespace": "ml", "pod": "b"}
     ascend = {"namespace": "npu-exporter", "exported_namespace": "ml", "pod_name": "c"}
     kv = {"instance": "i", "job": "j", "model_name": "m"}
-    series = [
+    return [
         (_sel("DCGM_FI_DEV_GPU_UTIL", {**exported, "gpu": "0"}), "40x10"),
         (_sel("DCGM_FI_DEV_GPU_UTIL", {**exported, "gpu": "1"}), "60x10"),
         (_sel("DCGM_FI_DEV_FB_USED", {**exported, "gpu": "0"}), "30x10"),
@@ -144,67 +157,32 @@ def _accelerator_case() -> dict[str, Any]:
         (_sel("npu_chip_info_hbm_total_memory", {**ascend, "id": "0"}), "64x10"),
         (_sel("vllm:kv_cache_usage_perc", {"namespace": "ml", "pod": "a", **kv}), "0.9x10"),
     ]
-    util = "eagle_eye:accelerator_utilization:ratio"
+
+
+def _accelerator_case() -> dict[str, Any]:
+    """Utilisation and memory per pod from every exporter shape, and KV minus compute."""
+
+    def pod(name: str, accelerator: str) -> dict[str, str]:
+        return {"namespace": "ml", "pod": name, "accelerator": accelerator}
+
     return {
-        "input_series": [{"series": s, "values": v} for s, v in series],
+        "input_series": [{"series": s, "values": v} for s, v in _accelerator_series()],
         "promql_expr_test": [
-            {
-                "expr": util,
-                "eval_time": "5m",
-                "exp_samples": [
-                    {
-                        "labels": _sel(
-                            util, {"namespace": "ml", "pod": "a", "accelerator": "nvidia-gpu"}
-                        ),
-                        "value": 0.5,
-                    },
-                    {
-                        "labels": _sel(
-                            util, {"namespace": "ml", "pod": "b", "accelerator": "nvidia-gpu"}
-                        ),
-                        "value": 0.9,
-                    },
-                    {
-                        "labels": _sel(
-                            util, {"namespace": "ml", "pod": "c", "accelerator": "ascend-npu"}
-                        ),
-                        "value": 0.2,
-                    },
-                ],
-            },
-            {
-                "expr": "eagle_eye:accelerator_memory_used:ratio",
-                "eval_time": "5m",
-                "exp_samples": [
-                    {
-                        "labels": _sel(
-                            "eagle_eye:accelerator_memory_used:ratio",
-                            {"namespace": "ml", "pod": "a", "accelerator": "nvidia-gpu"},
-                        ),
-                        "value": 0.3,
-                    },
-                    {
-                        "labels": _sel(
-                            "eagle_eye:accelerator_memory_used:ratio",
-                            {"namespace": "ml", "pod": "c", "accelerator": "ascend-npu"},
-                        ),
-                        "value": 0.25,
-                    },
-                ],
-            },
-            {
-                "expr": "eagle_eye:pod_kv_minus_accelerator_utilization:ratio",
-                "eval_time": "5m",
-                "exp_samples": [
-                    {
-                        "labels": _sel(
-                            "eagle_eye:pod_kv_minus_accelerator_utilization:ratio",
-                            {"namespace": "ml", "pod": "a", "model_name": "m"},
-                        ),
-                        "value": 0.4,
-                    }
-                ],
-            },
+            _expr_test(
+                "eagle_eye:accelerator_utilization:ratio",
+                (pod("a", "nvidia-gpu"), 0.5),
+                (pod("b", "nvidia-gpu"), 0.9),
+                (pod("c", "ascend-npu"), 0.2),
+            ),
+            _expr_test(
+                "eagle_eye:accelerator_memory_used:ratio",
+                (pod("a", "nvidia-gpu"), 0.3),
+                (pod("c", "ascend-npu"), 0.25),
+            ),
+            _expr_test(
+                "eagle_eye:pod_kv_minus_accelerator_utilization:ratio",
+                ({"namespace": "ml", "pod": "a", "model_name": "m"}, 0.4),
+            ),
         ],
     }
 

@@ -1,7 +1,7 @@
 // Eagle Eye live dashboard. Plain browser JavaScript, no build step.
 // Data: GET api/config and api/history once, then one server-sent "frame" event per tick.
-// Charts: uPlot (installed by scripts/dashboard_assets.sh); without it the page says so
-// and the table and totals still update.
+// Charts: uPlot (fetched with npm when the package is built, see setup.py); without it
+// the page says so and the table and totals still update.
 "use strict";
 
 const PALETTE = ["#58a6ff", "#3fb950", "#d29922", "#f778ba", "#a371f7", "#39c5cf",
@@ -309,7 +309,7 @@ async function main() {
   ui.maxPoints = Math.round(ui.config.history_s / ui.config.tick_s);
   if (!haveCharts()) {
     showBanner("Charts are unavailable: the chart library (uPlot) is not installed next to the " +
-      "dashboard. Run scripts/dashboard_assets.sh (needs npm), or install a wheel built after it. " +
+      "dashboard. Reinstall eagle-eye where npm is available (the build fetches it). " +
       "The numbers below still update live.");
   }
   for (const b of document.querySelectorAll("#range button.prom")) {

@@ -25,7 +25,7 @@ import pytest
 import yaml
 from observe_synthetic import SyntheticTarget
 
-from eagle_eye.observe.exporter_cli import Exporter
+from eagle_eye.observe.exporter.cli import Exporter
 from eagle_eye.observe.pack.dashboards import DASHBOARDS
 from eagle_eye.observe.pack.grafana import expand, iter_panels
 from eagle_eye.route.config import RouterConfig
@@ -36,7 +36,7 @@ from support import async_wait_for, free_tcp_port
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.timeout(240)]
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 RULE_FILES = [
     ROOT / "deploy/prometheus/eagle-eye-rules.yaml",
     ROOT / "deploy/prometheus/eagle-eye-alerts.yaml",

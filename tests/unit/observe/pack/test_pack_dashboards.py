@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from eagle_eye.observe.pack.coverage import REAL_CLUSTER_PANELS
 from eagle_eye.observe.pack.dashboards import DASHBOARDS
-from eagle_eye.observe.pack.grafana import build, expand, iter_panels
+from eagle_eye.observe.pack.grafana import (
+    Dashboard,
+    Panel,
+    Query,
+    Row,
+    build,
+    expand,
+    iter_panels,
+)
 
 VLLM_ENGINE_METRICS = (
     "vllm:num_requests_running",
@@ -73,3 +81,35 @@ def test_expand_sets_every_variable_to_all() -> None:
 def test_the_real_cluster_list_names_existing_panels() -> None:
     titles = {(d.uid, p.title) for d in DASHBOARDS for p in iter_panels(d)}
     assert set(REAL_CLUSTER_PANELS) <= titles
+
+
+def test_a_panel_that_would_cross_the_grid_edge_starts_a_new_line() -> None:
+    """Uneven widths: the 16-wide panel after a 12-wide one wraps instead of overflowing."""
+    query = (Query("up"),)
+    dashboard = Dashboard(
+        uid="layout",
+        title="Layout",
+        description="Layout check.",
+        variables=(),
+        rows=(
+            Row("first", (Panel("a", "a", query, width=12), Panel("b", "b", query, width=16))),
+            Row("second", (Panel("c", "c", query, width=24, height=4),)),
+        ),
+    )
+    grids = [(p["title"], p["gridPos"]) for p in build(dashboard)["panels"]]
+    assert grids == [
+        ("first", {"h": 1, "w": 24, "x": 0, "y": 0}),
+        ("a", {"h": 8, "w": 12, "x": 0, "y": 1}),
+        ("b", {"h": 8, "w": 16, "x": 0, "y": 9}),
+        ("second", {"h": 1, "w": 24, "x": 0, "y": 17}),
+        ("c", {"h": 4, "w": 24, "x": 0, "y": 18}),
+    ]
+
+
+def test_every_query_targets_the_datasource_variable_with_its_panel_format() -> None:
+    for dashboard in DASHBOARDS:
+        for panel in build(dashboard)["panels"]:
+            for target in panel.get("targets", []):
+                assert target["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+                if panel["type"] in ("heatmap", "table"):
+                    assert target["format"] == panel["type"]

@@ -2,7 +2,7 @@
 
 ``eagle-eye k8s bundle --out DIR`` runs on the operator's machine (which may reach a
 package index); the pods that use the bundle never do. The logic lives in
-``eagle_eye.bundle``; this module only parses flags and prints.
+``eagle_eye.deploy.build``; this module only parses flags and prints.
 """
 
 from __future__ import annotations
@@ -13,13 +13,9 @@ from pathlib import Path
 import click
 
 from eagle_eye import __version__
-from eagle_eye.bundle import (
-    CONFIGMAP_LIMIT_BYTES,
-    BundleError,
-    build_bundle,
-    find_source_tree,
-    kubectl_commands,
-)
+from eagle_eye.deploy.build import CONFIGMAP_LIMIT_BYTES, build_bundle, kubectl_commands
+from eagle_eye.deploy.install import BundleError
+from eagle_eye.deploy.wheels import find_source_tree
 
 
 @click.group()

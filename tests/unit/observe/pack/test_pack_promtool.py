@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 PROM_DIR = ROOT / "deploy/prometheus"
 
 pytestmark = pytest.mark.prometheus

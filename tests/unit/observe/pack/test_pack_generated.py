@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from eagle_eye.observe.pack.render import render_all
 from eagle_eye.observe.rules_cli import rules
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def test_committed_files_equal_the_generator_output() -> None:

@@ -13,7 +13,7 @@ import yaml
 
 from eagle_eye.observe.pack import k8s
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 MONITORING = ROOT / "deploy/k8s/monitoring"
 
 

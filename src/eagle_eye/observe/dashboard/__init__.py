@@ -1,0 +1,7 @@
+"""The live views of the fleet: the web dashboard and ``eagle-eye top``.
+
+``state`` samples a fleet view (and, on a router, its request statistics) into frames
+and history, pure; ``app`` serves the page, the frames over SSE and longer history from
+Prometheus; ``cli`` runs it standalone; ``top`` draws the same frames in a terminal.
+The router's command mounts ``app`` on the router (``commands/compose.py``).
+"""
