@@ -275,20 +275,7 @@ def from_dict(obj: dict[str, Any]) -> Snapshot:
     if not version.startswith(_MAJOR_PREFIX):
         raise SnapshotError("v", f"unsupported major version {version!r} (this reader: 1.x)")
 
-    kwargs: dict[str, Any] = {}
-    for name, max_chars, required in _STRING_FIELDS:
-        value = obj.get(name)
-        if value is None:
-            if required:
-                raise SnapshotError(name, "missing")
-            continue
-        if not isinstance(value, str):
-            raise SnapshotError(name, f"expected a string, got {type(value).__name__}")
-        if len(value) > max_chars:
-            raise SnapshotError(name, f"{len(value)} characters exceeds {max_chars}")
-        if required and not value:
-            raise SnapshotError(name, "empty")
-        kwargs[name] = value
+    kwargs = _strings(obj)
 
     seq = obj.get("seq")
     kwargs["seq"] = seq if type(seq) is int and seq >= 0 else _check_count("seq", seq)
@@ -331,6 +318,25 @@ def from_dict(obj: dict[str, Any]) -> Snapshot:
     if unknown:
         kwargs["extra"] = {k: obj[k] for k in unknown}
     return Snapshot(**kwargs)
+
+
+def _strings(obj: dict[str, Any]) -> dict[str, Any]:
+    """The string fields of ``obj``, checked for presence, type and length."""
+    out: dict[str, Any] = {}
+    for name, max_chars, required in _STRING_FIELDS:
+        value = obj.get(name)
+        if value is None:
+            if required:
+                raise SnapshotError(name, "missing")
+            continue
+        if not isinstance(value, str):
+            raise SnapshotError(name, f"expected a string, got {type(value).__name__}")
+        if len(value) > max_chars:
+            raise SnapshotError(name, f"{len(value)} characters exceeds {max_chars}")
+        if required and not value:
+            raise SnapshotError(name, "empty")
+        out[name] = value
+    return out
 
 
 def _check_number(name: str, kind: str, value: Any) -> int | float:

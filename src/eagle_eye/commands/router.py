@@ -4,16 +4,27 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
+from typing import Any
 
 import click
 
 from eagle_eye.commands.compose import mount_dashboard, run_loop, serve_until_signalled
 from eagle_eye.route.config import DEFAULT_ROUTER_PORT, RouterConfig
 from eagle_eye.route.gateway import Router
-from eagle_eye.route.policies import POLICY_NAMES, PolicyConfig
+from eagle_eye.route.policies import POLICY_NAMES, PolicyConfig, ProfileError, parse_profiles
 from eagle_eye.settings import DEFAULT_STALE_AFTER_S, SettingsError, nats_from_env
 
 log = logging.getLogger(__name__)
+
+
+def _profiles(path: str | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        return parse_profiles(Path(path).read_text(encoding="utf-8"), path)
+    except (OSError, UnicodeDecodeError, ProfileError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--profiles") from None
 
 
 def _env_keys() -> tuple[str, ...]:
@@ -35,9 +46,17 @@ def _env_keys() -> tuple[str, ...]:
     "--policy",
     default="cost",
     show_default=True,
-    type=click.Choice([*POLICY_NAMES, "default"]),
     envvar="EAGLE_EYE_ROUTER_POLICY",
-    help="Default routing policy (overridable per request by x-eagle-eye-policy).",
+    help=f"Default routing policy: {', '.join(POLICY_NAMES)}, or a profile from --profiles "
+    "(overridable per request by x-eagle-eye-policy).",
+)
+@click.option(
+    "--profiles",
+    "profiles_file",
+    type=click.Path(exists=True, dir_okay=False),
+    envvar="EAGLE_EYE_ROUTER_PROFILES",
+    help="YAML/JSON file of routing profiles (filters, weighted scorers, picker); "
+    "see docs/router.md.",
 )
 @click.option(
     "--backend",
@@ -88,6 +107,7 @@ def router(
     no_policy_header: bool,
     no_dashboard: bool,
     prometheus_url: str | None,
+    profiles_file: str | None,
 ) -> None:
     """Run the OpenAI-compatible gateway that routes on live fleet metrics."""
     try:
@@ -104,6 +124,7 @@ def router(
         backends=backends,
         policy=policy,
         policy_config=PolicyConfig(stale_after_s=stale_after_s),
+        profiles=_profiles(profiles_file),
         allow_policy_header=not no_policy_header,
         default_model=default_model,
         retries=retries,
@@ -113,7 +134,12 @@ def router(
         api_keys=frozenset(api_keys or _env_keys()),
         upstream_api_key=upstream_api_key,
     )
-    gateway = Router(config)
+    try:
+        gateway = Router(config)
+    except ProfileError as exc:
+        raise click.BadParameter(str(exc), param_hint="--profiles") from None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--policy") from None
     if not no_dashboard:
         mount_dashboard(gateway, prometheus_url=prometheus_url)
     run_loop(lambda: serve_until_signalled(gateway))

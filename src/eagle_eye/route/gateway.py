@@ -19,7 +19,6 @@ can take work), ``GET /metrics``, ``GET /fleet``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import random
@@ -27,25 +26,26 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from eagle_eye.fleet.stats import RouterStats, RouterStatsRecorder
 from eagle_eye.fleet.subscriber import FleetSubscriber
-from eagle_eye.fleet.target import Health, Target
+from eagle_eye.fleet.target import Health
 from eagle_eye.fleet.view import FleetView
 from eagle_eye.route.config import POLICY_HEADER, SESSION_HEADER, RouterConfig
 from eagle_eye.route.dispatch import Dispatcher
 from eagle_eye.route.features import request_features
+from eagle_eye.route.fleet_doc import fleet_document
 from eagle_eye.route.generate import to_completions_body
 from eagle_eye.route.metrics import RouterMetrics
 from eagle_eye.route.observers import StatsObserver
 from eagle_eye.route.policies import POLICY_NAMES, Policy, make_policies
 from eagle_eye.route.prefix import PrefixIndex
+from eagle_eye.route.prober import Prober
 from eagle_eye.route.proxy import ClientCall, Proxy
 from eagle_eye.route.requests import ApiError, Operation, parse_body
-from eagle_eye.snapshot import EngineState, to_dict
+from eagle_eye.snapshot import EngineState
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,9 @@ class Router:
             retry_after_s=config.retry_after_s,
         )
         self.proxy = Proxy(config, self.dispatcher)
+        self.prober = Prober(
+            self.fleet, lambda: self.proxy.session, interval_s=config.probe_interval_s
+        )
         self.subscriber = (
             FleetSubscriber(config.nats, self.fleet, forget_after_s=config.forget_after_s)
             if config.nats is not None
@@ -123,7 +126,6 @@ class Router:
         self._auth_values = frozenset(f"Bearer {k}" for k in config.api_keys)
         self.app = self._build_app()
         self._runners: list[web.AppRunner] = []
-        self._prober: asyncio.Task[None] | None = None
         self.port: int | None = None
         self.metrics_port: int | None = None
 
@@ -149,11 +151,7 @@ class Router:
             metrics_app = web.Application()
             metrics_app.router.add_get("/metrics", self.handle_metrics)
             self.metrics_port = await self._serve(metrics_app, self.config.metrics_port)
-        # Learn static backends' models now, so the first request can name one.
-        static = [t for t in self.fleet.targets() if t.static and t.model is None]
-        if static:
-            await asyncio.gather(*(self._probe(t) for t in static))
-        self._prober = asyncio.create_task(self._probe_loop())
+        await self.prober.start()
         return self
 
     async def _serve(self, app: web.Application, port: int) -> int:
@@ -165,10 +163,7 @@ class Router:
         return int(runner.addresses[-1][1])
 
     async def close(self) -> None:
-        if self._prober is not None:
-            self._prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._prober
+        await self.prober.close()
         for runner in self._runners:
             await runner.cleanup()
         self._runners.clear()
@@ -372,96 +367,12 @@ class Router:
         return web.json_response(self.fleet_json())
 
     def fleet_json(self) -> dict[str, Any]:
-        """The ``/fleet`` document: every target and rank with state, age and load."""
-        now = time.monotonic()
-        stale = self.config.policy_config.stale_after_s
-        targets = []
-        for t in self.fleet.targets():
-            age = t.snapshot_age_s(now)
-            targets.append(
-                {
-                    "endpoint": t.url,
-                    "model": t.model,
-                    "lora_adapters": sorted(t.lora_adapters),
-                    "engine": t.engine,
-                    "state": t.state.value,
-                    "health": t.health.value,
-                    "static": t.static,
-                    "fresh": t.fresh(now, stale),
-                    "snapshot_age_s": age,
-                    "running": t.running,
-                    "waiting": t.waiting,
-                    "kv_usage": t.kv_usage,
-                    "inflight": t.inflight,
-                    "sent_since_snapshot": t.sent_since_snapshot,
-                    "decisions_total": t.decisions_total,
-                    "consecutive_failures": t.consecutive_failures,
-                    "ranks": [
-                        dict(to_dict(r.snapshot), age_s=r.age_s(now)) for r in t.ranks.values()
-                    ],
-                }
-            )
-        return {
-            "policy": self.default_policy.name,
-            "stale_after_s": stale,
-            "nats_connected": self.subscriber.connected if self.subscriber else None,
-            "snapshots": {
-                "accepted": self.fleet.ingested,
-                "malformed": self.fleet.malformed,
-                "out_of_order": self.fleet.out_of_order,
-            },
-            "inflight_total": self.dispatcher.inflight_total,
-            "instances": len(self.fleet),
-            "targets": targets,
-        }
-
-    # -- active probing ------------------------------------------------------------------
-
-    async def _probe_loop(self) -> None:
-        """Probe ejected targets whose ejection ran out (so they heal without client
-        traffic) and static targets whose model is still unknown."""
-        while True:
-            await asyncio.sleep(self.config.probe_interval_s)
-            now = time.monotonic()
-            due = [
-                t
-                for t in self.fleet.targets()
-                if (t.health is Health.EJECTED and now >= t.eject_until_mono_s)
-                or (t.static and t.model is None)
-            ]
-            if due:
-                await asyncio.gather(*(self._probe(t) for t in due))
-
-    async def _probe(self, target: Target) -> None:
-        session = self.proxy.session
-        if session is None:
-            return
-        try:
-            async with session.get(
-                target.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=2.0)
-            ) as resp:
-                ok = resp.status < 500
-                body = await resp.read() if resp.status == 200 else b""
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
-            ok, body = False, b""
-        if not ok:
-            self.fleet.on_failure(target, time.monotonic())
-            return
-        self.fleet.on_success(target)
-        if target.static and target.model is None and body:
-            self.fleet.learn_static_models(target, _models_of(body))
-
-
-def _models_of(body: bytes) -> list[tuple[str, str | None]]:
-    """(id, parent) pairs from an OpenAI ``/v1/models`` answer (vLLM lists LoRA adapters
-    with their base model as ``parent``)."""
-    try:
-        data = json.loads(body).get("data")
-    except (ValueError, AttributeError):
-        return []
-    out = []
-    for item in data if isinstance(data, list) else ():
-        if isinstance(item, dict) and isinstance(item.get("id"), str):
-            parent = item.get("parent")
-            out.append((item["id"], parent if isinstance(parent, str) else None))
-    return out
+        """The ``/fleet`` document (``fleet_doc.py``)."""
+        return fleet_document(
+            self.fleet,
+            now_mono_s=time.monotonic(),
+            policy=self.default_policy.name,
+            stale_after_s=self.config.policy_config.stale_after_s,
+            nats_connected=self.subscriber.connected if self.subscriber else None,
+            inflight_total=self.dispatcher.inflight_total,
+        )

@@ -11,7 +11,9 @@ from typing import Any
 import aiohttp
 
 from eagle_eye.route.config import BACKEND_HEADER, RouterConfig
+from eagle_eye.route.dispatch import Attempt
 from eagle_eye.route.gateway import Router
+from eagle_eye.route.observers import DispatchObserver
 from eagle_eye.settings import nats_from_env
 from eagle_eye.sim.fleet import SimFleet
 from support import async_wait_for
@@ -73,3 +75,14 @@ async def chat(
 def by_engine(fleet: SimFleet, backends: list[str]) -> Counter[int]:
     index = engine_index(fleet)
     return Counter(index[b] for b in backends)
+
+
+class DecisionLog(DispatchObserver):
+    """The router's routing decisions in the order it made them (append it to
+    ``router.dispatcher.observers``)."""
+
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+
+    def on_dispatched(self, attempt: Attempt) -> None:
+        self.urls.append(attempt.target.url)

@@ -7,7 +7,14 @@ import time
 
 import aiohttp
 import pytest
-from route_helpers import MODEL, by_engine, chat, running_router, wait_for_fleet
+from route_helpers import (
+    MODEL,
+    DecisionLog,
+    by_engine,
+    chat,
+    running_router,
+    wait_for_fleet,
+)
 
 from eagle_eye.route.policies import PolicyConfig
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
@@ -79,12 +86,13 @@ async def test_an_engine_with_a_full_kv_cache_and_a_queue_gets_no_new_requests(
 async def test_prefix_affinity_sticks_to_the_warm_engine_until_it_is_overloaded(
     nats_url: str,
 ) -> None:
+    balance_abs = 3
     async with (
         SimFleet(SimFleetConfig(engines=3, nats_url=nats_url, profile="tiny-cpu")) as fleet,
         running_router(
             nats_url,
             policy="prefix_affinity",
-            policy_config=PolicyConfig(balance_abs=3, balance_rel=1.5),
+            policy_config=PolicyConfig(balance_abs=balance_abs, balance_rel=1.5),
         ) as router,
     ):
         await wait_for_fleet(router, 3)
@@ -96,18 +104,32 @@ async def test_prefix_affinity_sticks_to_the_warm_engine_until_it_is_overloaded(
             ]
             assert len(set(sequential)) == 1  # every request found the warm engine
             warm = sequential[0]
+            # The burst starts on an idle fleet, as the router sees it: the snapshots after
+            # the last sequential request have arrived (a lagging one still counts it).
+            targets = router.fleet.targets()
+            assert await async_wait_for(
+                lambda: all(t.running == t.waiting == t.inflight == 0 for t in targets), 10.0
+            ), router.fleet_json()["targets"]
+            decisions = DecisionLog()
+            router.dispatcher.observers.append(decisions)
             burst = await asyncio.gather(
                 *(
                     chat(session, router, system + f"burst {i}", max_tokens=40, ignore_eos=True)
                     for i in range(24)
                 )
             )
+        # The warm engine is followed until it is balance_abs requests busier than the
+        # idlest engine (a snapshot during the burst can only show fewer of the burst's
+        # requests than the router sent, so the gate never trips early)...
+        first = decisions.urls[: balance_abs + 1]
+        assert first == [warm] * (balance_abs + 1), decisions.urls
+        # ...then the gate spreads the burst. Every engine that took a burst request holds
+        # the same system prompt from then on, so the rest balance by load (the warm
+        # engine's head start is not kept: equally warm engines are equally good).
         counts = by_engine(fleet, [b for _, b, _ in burst])
-        warm_index = fleet.engines.index(next(e for e in fleet.engines if e.url == warm))
-        # The warm engine takes the most, but the imbalance gate spreads the burst.
-        assert len(counts) >= 2, counts
-        assert counts[warm_index] == max(counts.values()), counts
-        assert counts[warm_index] < 24
+        assert len(counts) == 3, counts
+        assert max(counts.values()) < 24, counts
+        assert sorted(decisions.urls) == sorted(b for _, b, _ in burst)
 
 
 async def test_round_robin_session_and_the_policy_header(nats_url: str) -> None:
@@ -158,3 +180,39 @@ async def test_draining_and_stopping_engines_get_no_new_work(nats_url: str) -> N
         assert await async_wait_for(
             lambda: len(router.fleet.candidates(MODEL, time.monotonic())) == 2, 5.0
         )
+
+
+async def test_a_profile_from_configuration_routes_through_the_policy_header(
+    nats_url: str,
+) -> None:
+    # Least in flight through this router, sampled down to two candidates: a
+    # power-of-two-choices variant nobody wrote code for.
+    profiles = {
+        "two-choices": {
+            "filters": [{"type": "sample", "above": 2, "d": 2, "prefix_holders": False}],
+            "scorers": [{"type": "inflight", "weight": 1.0}],
+            "picker": {"type": "argmin"},
+        }
+    }
+    config = SimFleetConfig(engines=3, nats_url=nats_url, profile="tiny-cpu", speedup=4.0)
+    async with (
+        SimFleet(config) as fleet,
+        running_router(nats_url, profiles=profiles) as router,
+        aiohttp.ClientSession() as session,
+    ):
+        await wait_for_fleet(router, 3)
+        headers = {"x-eagle-eye-policy": "two-choices"}
+        results = await asyncio.gather(
+            *(
+                chat(session, router, f"q{i}", max_tokens=8, ignore_eos=True, headers=headers)
+                for i in range(24)
+            )
+        )
+        assert all(status == 200 for status, _, _ in results)
+        counts = by_engine(fleet, [backend for _, backend, _ in results])
+        # Concurrent requests spread by in-flight count: every engine takes a share.
+        assert len(counts) == 3 and min(counts.values()) >= 4, counts
+        async with session.get(router.url + "/metrics") as resp:
+            text = await resp.text()
+        assert "eagle_eye_router_decisions_total{instance=" in text
+        assert 'policy="two-choices"' in text

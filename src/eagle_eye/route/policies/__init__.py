@@ -47,7 +47,12 @@ from eagle_eye.route.policies.profiles import (
     RoundRobin,
     Session,
 )
-from eagle_eye.route.policies.spec import PLUGINS, ProfileError, profile_from_spec
+from eagle_eye.route.policies.spec import (
+    PLUGINS,
+    ProfileError,
+    parse_profiles,
+    profile_from_spec,
+)
 from eagle_eye.route.prefix import PrefixIndex
 
 __all__ = [
@@ -72,6 +77,7 @@ __all__ = [
     "load_estimate",
     "make_policies",
     "new_prefill_tokens",
+    "parse_profiles",
     "queued_estimate",
 ]
 

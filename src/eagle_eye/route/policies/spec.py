@@ -71,6 +71,25 @@ PLUGINS: Final = {"filters": sorted(_FILTERS), "scorers": sorted(_SCORERS), "pic
 """Every plugin type a profile may name, by stage."""
 
 
+def parse_profiles(text: str, source: str) -> dict[str, Mapping[str, Any]]:
+    """The ``profiles:`` mapping of a YAML (or JSON) document; ``source`` names it in
+    errors. An empty document defines no profiles."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{source}: not valid YAML or JSON: {exc}") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping) or set(doc) != {"profiles"}:
+        raise ProfileError(f"{source}: expected one top-level key 'profiles: {{NAME: {{...}}}}'")
+    profiles = doc["profiles"] or {}
+    if not isinstance(profiles, Mapping) or not all(isinstance(k, str) for k in profiles):
+        raise ProfileError(f"{source}: 'profiles' must map names to pipeline specs")
+    return dict(profiles)
+
+
 def profile_from_spec(
     name: str,
     spec: Mapping[str, Any],
