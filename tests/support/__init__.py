@@ -9,6 +9,17 @@ import asyncio
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+"""The repository's root directory (tests read committed files relative to it)."""
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "metrics"
+"""Captured and hand-written engine ``/metrics`` pages (see its README)."""
+
+
+def fixture_page(name: str) -> str:
+    """A ``/metrics`` page from ``tests/fixtures/metrics``."""
+    return (FIXTURES / name).read_text()
 
 
 def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.01) -> bool:

@@ -8,6 +8,8 @@ minus the snapshot's ``timestamp_s`` (the publisher's wall clock at ``offer``; s
 same clock). The publishers run in a separate process, as engines would, with one
 ``Publisher`` (one NATS connection, one sender thread) per 64 simulated engines; each
 engine offers at ``--step-hz`` with its own phase, so steps are spread evenly in time.
+That engines' side is ``freshness_engines.py``; this module is the router's side, the
+capacity measurements and the command.
 
 Capacity (pure, in-process): ``FleetView.ingest`` of encoded snapshots from 1,000
 instances, per second; and the default policy's ``pick`` latency over 1,000 candidates
@@ -28,98 +30,87 @@ import statistics
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from eagle_eye.bench.freshness_engines import publisher_main
 from eagle_eye.bench.routing.metrics import quantile
 from eagle_eye.bus.embedded import EmbeddedNats
 from eagle_eye.settings import NatsSettings
 from eagle_eye.snapshot import Snapshot, encode
 
+if TYPE_CHECKING:
+    from eagle_eye.fleet.view import FleetView
+
 DEFAULT_PUBLISHERS = (8, 64, 512)
-CHANNELS_PER_CONNECTION = 64
-
-
-# -- publisher process ----------------------------------------------------------------
-
-
-def _publisher_main(
-    nats_url: str, engines: int, step_hz: float, duration_s: float, out: Any
-) -> None:
-    """Child process: ``engines`` simulated engines offering a sample per step."""
-    from eagle_eye.publish.publisher import InstanceIdentity, Publisher, Sample
-
-    settings = NatsSettings(servers=(nats_url,))
-    n_conn = max(1, -(-engines // CHANNELS_PER_CONNECTION))
-    publishers = [
-        Publisher(settings, heartbeat_s=1.0, client_name=f"bench-pub-{i}") for i in range(n_conn)
-    ]
-    for p in publishers:
-        p.wait_connected(10.0)
-    channels = [
-        publishers[i % n_conn].channel(
-            InstanceIdentity(
-                instance_id=f"sim-{i}",
-                model="bench",
-                engine="sim",
-                endpoint=f"http://127.0.0.1:{10000 + i}",
-                kv_capacity_tokens=430_000,
-            )
-        )
-        for i in range(engines)
-    ]
-    period = 1.0 / step_hz
-    # Engine i steps at phase i/engines of the period: independent engines, even spread.
-    next_due = [time.monotonic() + period * i / engines for i in range(engines)]
-    steps = [0] * engines
-    offered = 0
-    lateness: list[float] = []
-    end = time.monotonic() + duration_s
-    rng = random.Random(0)
-    while True:
-        now = time.monotonic()
-        if now >= end:
-            break
-        soonest = min(next_due)
-        if soonest > now:
-            time.sleep(min(soonest - now, 0.001))
-            continue
-        for i in range(engines):
-            due = next_due[i]
-            if due <= now:
-                steps[i] += 1
-                channels[i].offer(
-                    Sample(
-                        running=rng.randrange(64),
-                        waiting=rng.randrange(8),
-                        kv_usage=rng.random(),
-                        step=steps[i],
-                        monotonic_s=time.monotonic(),
-                    )
-                )
-                offered += 1
-                if len(lateness) < 100_000:
-                    lateness.append(now - due)
-                next_due[i] = due + period if now - due < period else now + period
-    stats = [
-        {"sent": p.stats.sent, "coalesced": p.stats.coalesced, "dropped": p.stats.dropped}
-        for p in publishers
-    ]
-    for p in publishers:
-        p.close(timeout_s=2.0)
-    out.put(
-        {
-            "offered": offered,
-            "sent": sum(s["sent"] for s in stats),
-            "coalesced": sum(s["coalesced"] for s in stats),
-            "dropped": sum(s["dropped"] for s in stats),
-            "step_lateness_ms_p99": round(1000 * (quantile(lateness, 0.99) or 0.0), 3),
-        }
-    )
 
 
 # -- router side --------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Watch:
+    """The router side of one level: latencies of snapshots seen while measuring."""
+
+    fleet: FleetView
+    engines: int
+    latencies_ms: list[float] = field(default_factory=list)
+    measuring: bool = False
+    all_seen: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once every engine has been seen (before measuring starts)."""
+
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        """Subscriber listener: the snapshot is visible in the fleet view now."""
+        if self.measuring:
+            self.latencies_ms.append((time.time() - snapshot.timestamp_s) * 1000.0)
+        elif len(self.fleet) >= self.engines:
+            self.all_seen.set()
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """What one measurement window saw."""
+
+    seen: int
+    """Instances in the fleet view when measuring started."""
+    ingested: int
+    """Snapshots the fleet view applied during the window."""
+    elapsed_s: float
+
+
+async def _measure_window(watch: _Watch, warmup_s: float, duration_s: float) -> _Window:
+    """Wait (30 s at most) for every engine, warm up, then measure for ``duration_s``."""
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(watch.all_seen.wait(), 30.0)
+    seen = len(watch.fleet)
+    await asyncio.sleep(warmup_s)
+    ingested_before = watch.fleet.ingested
+    watch.measuring = True
+    started = time.monotonic()
+    await asyncio.sleep(duration_s)
+    watch.measuring = False
+    elapsed = time.monotonic() - started
+    return _Window(seen, watch.fleet.ingested - ingested_before, elapsed)
+
+
+def _level_result(
+    engines: int, step_hz: float, watch: _Watch, window: _Window, child: Any
+) -> dict[str, Any]:
+    latencies_ms = watch.latencies_ms
+    return {
+        "publishers": engines,
+        "instances_seen": window.seen,
+        "step_hz": step_hz,
+        "offered_per_s": round(engines * step_hz, 1),
+        "visible_per_s": round(window.ingested / window.elapsed_s, 1),
+        "p50_ms": _r(quantile(latencies_ms, 0.50)),
+        "p99_ms": _r(quantile(latencies_ms, 0.99)),
+        "max_ms": _r(max(latencies_ms) if latencies_ms else None),
+        "samples": len(latencies_ms),
+        "publisher": child,
+    }
 
 
 async def measure_freshness(
@@ -129,43 +120,23 @@ async def measure_freshness(
     from eagle_eye.fleet.subscriber import FleetSubscriber
     from eagle_eye.fleet.view import FleetView
 
-    fleet = FleetView()
-    latencies_ms: list[float] = []
-    measuring = False
-    all_seen = asyncio.Event()
-
-    def listener(snapshot: Snapshot) -> None:
-        if measuring:
-            latencies_ms.append((time.time() - snapshot.timestamp_s) * 1000.0)
-        elif len(fleet) >= engines:
-            all_seen.set()
-
+    watch = _Watch(FleetView(), engines)
     subscriber = FleetSubscriber(
-        NatsSettings(servers=(nats_url,)), fleet, client_name="bench-freshness"
+        NatsSettings(servers=(nats_url,)), watch.fleet, client_name="bench-freshness"
     )
-    subscriber.listeners.append(listener)
+    subscriber.listeners.append(watch.on_snapshot)
     await subscriber.start(wait_s=10.0)
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     proc = ctx.Process(
-        target=_publisher_main,
+        target=publisher_main,
         args=(nats_url, engines, step_hz, warmup_s + duration_s + 1.0, queue),
         daemon=True,
     )
     try:
         proc.start()
+        window = await _measure_window(watch, warmup_s, duration_s)
         loop = asyncio.get_running_loop()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(all_seen.wait(), 30.0)
-        seen = len(fleet)
-        await asyncio.sleep(warmup_s)
-        ingested_before = fleet.ingested
-        measuring = True
-        started = time.monotonic()
-        await asyncio.sleep(duration_s)
-        measuring = False
-        elapsed = time.monotonic() - started
-        ingested = fleet.ingested - ingested_before
         child = await loop.run_in_executor(None, queue.get, True, 60.0)
     finally:
         await subscriber.close()
@@ -173,18 +144,7 @@ async def measure_freshness(
         if proc.is_alive():
             proc.kill()
             proc.join(5.0)
-    return {
-        "publishers": engines,
-        "instances_seen": seen,
-        "step_hz": step_hz,
-        "offered_per_s": round(engines * step_hz, 1),
-        "visible_per_s": round(ingested / elapsed, 1),
-        "p50_ms": _r(quantile(latencies_ms, 0.50)),
-        "p99_ms": _r(quantile(latencies_ms, 0.99)),
-        "max_ms": _r(max(latencies_ms) if latencies_ms else None),
-        "samples": len(latencies_ms),
-        "publisher": child,
-    }
+    return _level_result(engines, step_hz, watch, window, child)
 
 
 def _r(value: float | None) -> float | None:

@@ -15,6 +15,9 @@ caches, as in vLLM; ``back_to_back_*`` keys show the same calls in a tight loop 
 vLLM lives in its own virtualenv (``scripts/vllm_env.sh``). When ``vllm`` is not
 importable here, the command re-runs itself with ``--vllm-python`` (default
 ``$EAGLE_EYE_VLLM_PYTHON``), pointing that interpreter at this very source tree.
+
+The interleaved timing loop and the numbers it comes to live in ``publisher_timing.py``;
+this module builds the two loggers, runs the phases and is the command.
 """
 
 from __future__ import annotations
@@ -27,31 +30,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 
-RATIO_GOAL = 0.25
-P99_GOAL_US = 50.0
-
-
-def _percentile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return float("nan")
-    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
-    return sorted_values[index]
-
-
-def _summary_us(samples_ns: list[int]) -> dict[str, float]:
-    values = sorted(ns / 1000.0 for ns in samples_ns)
-    return {
-        "p50": round(_percentile(values, 0.50), 3),
-        "p90": round(_percentile(values, 0.90), 3),
-        "p99": round(_percentile(values, 0.99), 3),
-        "max": round(values[-1], 3),
-    }
+from eagle_eye.bench.publisher_timing import (
+    P99_GOAL_US,
+    RATIO_GOAL,
+    Timings,
+    goals_met,
+    measure_interleaved,
+    phase_keys,
+)
 
 
 def tiny_vllm_config(work_dir: Path) -> Any:
@@ -128,44 +120,53 @@ def busy_step_stats(step: int, *, running: int = 32, waiting: int = 6) -> tuple[
     return scheduler, iteration
 
 
-def _noop_record(_scheduler: Any, _iteration: Any, *_args: Any) -> None:
-    """Times nothing but the call itself: the machine's noise floor in the same loop."""
+PHASES = ("back_to_back", "nats_up", "nats_down")
+"""Measured in this order: warm loop first, then paced with NATS up, then with it down."""
+RUNNING = 32
+"""Running requests in every step's stats (``busy_step_stats``'s default)."""
 
 
-@dataclass
-class _Timings:
-    ours_ns: list[int] = field(default_factory=list)
-    theirs_ns: list[int] = field(default_factory=list)
-    noop_ns: list[int] = field(default_factory=list)
-    background_cpu_s: float = 0.0
-    """CPU the process spent outside the measuring thread (our sender thread)."""
+def _wait_disconnected(publisher: Any, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while publisher.connected and time.monotonic() < deadline:
+        time.sleep(0.01)  # waiting for the client to notice, with a deadline
 
 
-def _measure(ours: Any, theirs: Any, steps: list[tuple[Any, Any]], step_s: float) -> _Timings:
-    """Timings of both loggers' ``record()`` on the same objects, interleaved; who goes
-    first after the pause (and meets the coldest caches) alternates step by step."""
-    out = _Timings()
-    cpu_all_s, cpu_main_s = time.process_time(), time.thread_time()
-    clock = time.perf_counter_ns
-    next_step = time.perf_counter()
-    for i, (scheduler, iteration) in enumerate(steps):
-        first, second = (ours, theirs) if i % 2 == 0 else (theirs, ours)
-        t0 = clock()
-        first.record(scheduler, iteration, None, 0)
-        t1 = clock()
-        second.record(scheduler, iteration, None, 0)
-        t2 = clock()
-        _noop_record(scheduler, iteration, None, 0)
-        t3 = clock()
-        (out.ours_ns if i % 2 == 0 else out.theirs_ns).append(t1 - t0)
-        (out.theirs_ns if i % 2 == 0 else out.ours_ns).append(t2 - t1)
-        out.noop_ns.append(t3 - t2)
-        next_step += step_s
-        delay = next_step - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)  # pacing like engine steps, not synchronisation
-    out.background_cpu_s = (time.process_time() - cpu_all_s) - (time.thread_time() - cpu_main_s)
-    return out
+def _measure_phases(
+    ours: Any,
+    theirs: Any,
+    objects: list[tuple[Any, Any]],
+    *,
+    warmup: int,
+    step_ms: float,
+    nats_server: Any,
+    publisher: Any,
+) -> dict[str, Timings]:
+    """Every phase of ``PHASES``, each after its own warm-up; stops ``nats_server``
+    before the ``nats_down`` phase."""
+    phases: dict[str, Timings] = {}
+    for phase in PHASES:
+        pause_s = 0.0 if phase == "back_to_back" else step_ms / 1000
+        if phase == "nats_down":
+            nats_server.stop()
+            _wait_disconnected(publisher)
+        gc.collect()
+        measure_interleaved(ours, theirs, objects[:warmup], pause_s)
+        phases[phase] = measure_interleaved(ours, theirs, objects[warmup:], pause_s)
+    return phases
+
+
+def _publisher_counters(publisher: Any, ours: Any) -> dict[str, int]:
+    """What the publisher did with the snapshots, and whether ``record()`` ever raised."""
+    stats = publisher.stats
+    return {
+        "sent": stats.sent,
+        "coalesced": stats.coalesced,
+        "dropped": stats.dropped,
+        "failed": stats.failed,
+        "offer_errors": stats.offer_errors,
+        "record_errors": ours.errors,
+    }
 
 
 def run_benchmark(*, steps: int, step_ms: float, warmup: int) -> dict[str, Any]:
@@ -174,21 +175,21 @@ def run_benchmark(*, steps: int, step_ms: float, warmup: int) -> dict[str, Any]:
     from vllm.v1.metrics.loggers import PrometheusStatLogger
 
     from eagle_eye.bus.embedded import EmbeddedNats
-    from eagle_eye.publish.publisher import InstanceIdentity, Publisher
+    from eagle_eye.publish.channel import InstanceIdentity
+    from eagle_eye.publish.publisher import Publisher
     from eagle_eye.publish.vllm_plugin import EagleEyeStatLogger
     from eagle_eye.settings import nats_from_env
 
     with tempfile.TemporaryDirectory(prefix="eagle-eye-bench-") as tmp:
         vllm_config = tiny_vllm_config(Path(tmp))
     theirs = PrometheusStatLogger(vllm_config, [0])
-    objects = [busy_step_stats(i) for i in range(steps + warmup)]
-
+    objects = [busy_step_stats(i, running=RUNNING) for i in range(steps + warmup)]
     result: dict[str, Any] = {
         "vllm_version": vllm.__version__,
         "python": sys.version.split()[0],
         "steps": steps,
         "step_ms": step_ms,
-        "running": 32,
+        "running": RUNNING,
     }
     with EmbeddedNats() as nats_server:
         settings = nats_from_env({}, url=nats_server.url)
@@ -199,69 +200,63 @@ def run_benchmark(*, steps: int, step_ms: float, warmup: int) -> dict[str, Any]:
             identity = InstanceIdentity(instance_id="bench", model="tiny-llama", engine="vllm")
             ours = EagleEyeStatLogger(vllm_config, 0, identity=identity, publisher=publisher)
             ours.log_engine_initialized()
-            phases: dict[str, _Timings] = {}
-            for phase in ("back_to_back", "nats_up", "nats_down"):
-                pause_s = 0.0 if phase == "back_to_back" else step_ms / 1000
-                if phase == "nats_down":
-                    nats_server.stop()
-                    deadline = time.monotonic() + 10
-                    while publisher.connected and time.monotonic() < deadline:
-                        time.sleep(0.01)  # waiting for the client to notice, with a deadline
-                gc.collect()
-                _measure(ours, theirs, objects[:warmup], pause_s)
-                phases[phase] = _measure(ours, theirs, objects[warmup:], pause_s)
-            stats = publisher.stats
-            result["publisher"] = {
-                "sent": stats.sent,
-                "coalesced": stats.coalesced,
-                "dropped": stats.dropped,
-                "failed": stats.failed,
-                "offer_errors": stats.offer_errors,
-                "record_errors": ours.errors,
-            }
+            phases = _measure_phases(
+                ours,
+                theirs,
+                objects,
+                warmup=warmup,
+                step_ms=step_ms,
+                nats_server=nats_server,
+                publisher=publisher,
+            )
+            result["publisher"] = _publisher_counters(publisher, ours)
         finally:
             publisher.close(timeout_s=1.0)
-
-    up, down, warm = phases["nats_up"], phases["nats_down"], phases["back_to_back"]
-    up_ours, up_theirs = _summary_us(up.ours_ns), _summary_us(up.theirs_ns)
-    down_ours, down_theirs = _summary_us(down.ours_ns), _summary_us(down.theirs_ns)
-    # Back to back (warm caches, the sender mostly coalescing): the code path's own cost.
-    warm_ours, warm_theirs = _summary_us(warm.ours_ns), _summary_us(warm.theirs_ns)
-    result.update(
-        back_to_back_record_us_p50=warm_ours["p50"],
-        back_to_back_record_us_p99=warm_ours["p99"],
-        back_to_back_vllm_prometheus_us_p50=warm_theirs["p50"],
-        back_to_back_vllm_prometheus_us_p99=warm_theirs["p99"],
-        back_to_back_ratio_p50=round(warm_ours["p50"] / warm_theirs["p50"], 4),
-        # An empty call timed in the same paced loop: what the machine adds by itself.
-        noise_floor_us_p99=_summary_us(up.noop_ns)["p99"],
-        noise_floor_us_max=_summary_us(up.noop_ns)["max"],
-    )
-    # Not part of record(): what the background sender (snapshot, JSON, socket) costs.
-    result["sender_cpu_us_per_step"] = round(up.background_cpu_s / steps * 1e6, 3)
-    result["nats_down_sender_cpu_us_per_step"] = round(down.background_cpu_s / steps * 1e6, 3)
-    result.update(
-        record_us_p50=up_ours["p50"],
-        record_us_p90=up_ours["p90"],
-        record_us_p99=up_ours["p99"],
-        record_us_max=up_ours["max"],
-        vllm_prometheus_us_p50=up_theirs["p50"],
-        vllm_prometheus_us_p99=up_theirs["p99"],
-        ratio_p50=round(up_ours["p50"] / up_theirs["p50"], 4),
-        nats_down_record_us_p50=down_ours["p50"],
-        nats_down_record_us_p99=down_ours["p99"],
-        nats_down_record_us_max=down_ours["max"],
-        nats_down_vllm_prometheus_us_p50=down_theirs["p50"],
-        nats_down_ratio_p50=round(down_ours["p50"] / down_theirs["p50"], 4),
-    )
+    result.update(phase_keys(phases, steps))
     result["goals"] = {"ratio_p50_max": RATIO_GOAL, "record_us_p99_max": P99_GOAL_US}
-    result["goals_met"] = bool(
-        result["ratio_p50"] <= RATIO_GOAL
-        and result["nats_down_ratio_p50"] <= RATIO_GOAL
-        and result["record_us_p99"] <= P99_GOAL_US
-        and result["nats_down_record_us_p99"] <= P99_GOAL_US
-    )
+    result["goals_met"] = goals_met(result)
     return result
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PublisherBenchOptions:
+    """The measurement's size, as the CLI flags give it; passed on unchanged when the
+    command re-runs itself under vLLM's interpreter."""
+
+    steps: int
+    """Measured calls per phase."""
+    warmup: int
+    """Calls per phase before measuring (not counted)."""
+    step_ms: float
+    """Pause between calls, like vLLM's step period (0: back to back)."""
+
+    def argv(self) -> list[str]:
+        """The same options as command-line flags."""
+        return [
+            "--steps",
+            str(self.steps),
+            "--warmup",
+            str(self.warmup),
+            "--step-ms",
+            str(self.step_ms),
+        ]
+
+
+def _require_vllm_python(vllm_python: str | None) -> str:
+    if not vllm_python:
+        raise click.ClickException(
+            "vLLM is not importable here: pass --vllm-python or set "
+            "EAGLE_EYE_VLLM_PYTHON (scripts/vllm_env.sh --print-python)"
+        )
+    return vllm_python
+
+
+def _keep_stdout_for_json() -> None:
+    """vLLM logs to stdout unless told not to configure logging; stdout carries the JSON."""
+    import logging
+
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
 
 def _reexec(vllm_python: str, argv: list[str]) -> int:
@@ -295,20 +290,11 @@ def publisher(
     as_json: bool, steps: int, warmup: int, step_ms: float, vllm_python: str | None
 ) -> None:
     """Cost of our record() vs vLLM's PrometheusStatLogger.record(), NATS up and down."""
+    options = PublisherBenchOptions(steps=steps, warmup=warmup, step_ms=step_ms)
     if importlib.util.find_spec("vllm") is None:
-        if not vllm_python:
-            raise click.ClickException(
-                "vLLM is not importable here: pass --vllm-python or set "
-                "EAGLE_EYE_VLLM_PYTHON (scripts/vllm_env.sh --print-python)"
-            )
-        argv = ["--steps", str(steps), "--warmup", str(warmup), "--step-ms", str(step_ms)]
-        sys.exit(_reexec(vllm_python, argv))
-    import logging
-
-    # vLLM logs to stdout unless told not to configure logging; stdout carries the JSON.
-    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    result = run_benchmark(steps=steps, step_ms=step_ms, warmup=warmup)
+        sys.exit(_reexec(_require_vllm_python(vllm_python), options.argv()))
+    _keep_stdout_for_json()
+    result = run_benchmark(steps=options.steps, step_ms=options.step_ms, warmup=options.warmup)
     click.echo(json.dumps(result, indent=2 if not as_json else None, sort_keys=True))
 
 

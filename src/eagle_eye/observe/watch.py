@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 import click
 import nats
+from nats.aio.client import Client as NatsClient
 
 from eagle_eye import subjects
 from eagle_eye.bus.connect import connect_options
@@ -152,6 +153,63 @@ class WatchOptions:
     forget_after_s: float = 60.0
 
 
+class _Feed:
+    """nats-py's callbacks for one watch: fold each message into the table (and print it
+    with ``--json``), stop after ``count`` snapshots, and report trouble once per kind."""
+
+    def __init__(
+        self,
+        options: WatchOptions,
+        out: TextIO,
+        table: FleetTable,
+        stop: asyncio.Event,
+        clock: Callable[[], float],
+    ) -> None:
+        self._options = options
+        self._out = out
+        self._table = table
+        self._stop = stop
+        self._clock = clock
+        self._valid = 0
+        self._announced: set[str] = set()
+        self.nc: NatsClient | None = None
+        """Set once connected; a reconnect re-sends SYNC on it."""
+
+    async def on_message(self, msg: Any) -> None:
+        snapshot = self._table.add(msg.data, self._clock())
+        if snapshot is None:
+            return
+        self._valid += 1
+        if self._options.as_json:
+            self._out.write(json_line(msg.subject, snapshot) + "\n")
+            self._out.flush()
+        if self._options.count is not None and self._valid >= self._options.count:
+            self._stop.set()
+
+    def _note(self, kind: str, message: str) -> None:
+        # One line per kind of trouble: nats-py would otherwise print a traceback per retry.
+        if kind not in self._announced:
+            self._announced.add(kind)
+            print(f"eagle-eye watch: {message}", file=sys.stderr, flush=True)
+
+    async def on_error(self, exc: Exception) -> None:
+        self._note("error", f"NATS at {self._options.nats.display_url}: {exc!r} (retrying)")
+
+    async def on_disconnected(self) -> None:
+        if self._stop.is_set():
+            return
+        self._announced.discard("reconnected")
+        self._note("disconnected", "disconnected from NATS; reconnecting")
+
+    async def on_reconnected(self) -> None:
+        self._announced.discard("disconnected")
+        self._announced.discard("error")
+        self._note("reconnected", "reconnected to NATS")
+        if self.nc is not None:  # a reconnect comes after the first connect
+            with contextlib.suppress(Exception):
+                await self.nc.publish(subjects.SYNC, b"")
+
+
 async def run_watch(
     options: WatchOptions,
     out: TextIO,
@@ -162,78 +220,55 @@ async def run_watch(
     """Subscribe, send SYNC, print until ``count``/``duration_s``/``stop``. Returns the view."""
     stop = stop or asyncio.Event()
     table = FleetTable(forget_after_s=options.forget_after_s)
-    valid = 0
-    clear = not options.as_json and out.isatty()
-
-    async def on_message(msg: Any) -> None:
-        nonlocal valid
-        snapshot = table.add(msg.data, clock())
-        if snapshot is None:
-            return
-        valid += 1
-        if options.as_json:
-            out.write(json_line(msg.subject, snapshot) + "\n")
-            out.flush()
-        if options.count is not None and valid >= options.count:
-            stop.set()
-
-    announced: set[str] = set()
-
-    def note(kind: str, message: str) -> None:
-        # One line per kind of trouble: nats-py would otherwise print a traceback per retry.
-        if kind not in announced:
-            announced.add(kind)
-            print(f"eagle-eye watch: {message}", file=sys.stderr, flush=True)
-
-    async def on_error(exc: Exception) -> None:
-        note("error", f"NATS at {options.nats.display_url}: {exc!r} (retrying)")
-
-    async def on_disconnected() -> None:
-        if stop.is_set():
-            return
-        announced.discard("reconnected")
-        note("disconnected", "disconnected from NATS; reconnecting")
-
-    async def on_reconnected() -> None:
-        announced.discard("disconnected")
-        announced.discard("error")
-        note("reconnected", "reconnected to NATS")
-        with contextlib.suppress(Exception):
-            await nc.publish(subjects.SYNC, b"")
-
+    feed = _Feed(options, out, table, stop, clock)
     deadline = None if options.duration_s is None else clock() + options.duration_s
     connecting = nats.connect(
         **connect_options(options.nats, name="eagle-eye-watch"),
-        error_cb=on_error,
-        disconnected_cb=on_disconnected,
-        reconnected_cb=on_reconnected,
+        error_cb=feed.on_error,
+        disconnected_cb=feed.on_disconnected,
+        reconnected_cb=feed.on_reconnected,
     )
     # nats-py retries an unreachable server forever; only --duration bounds the wait.
-    nc = await asyncio.wait_for(connecting, None if deadline is None else deadline - clock())
+    nc = feed.nc = await asyncio.wait_for(
+        connecting, None if deadline is None else deadline - clock()
+    )
     try:
         for subject in subjects.consumer_subjects(options.subject):
-            await nc.subscribe(subject, cb=on_message)
+            await nc.subscribe(subject, cb=feed.on_message)
         await nc.publish(subjects.SYNC, b"")
         await nc.flush()
-        while not stop.is_set():
-            wait_s = options.interval_s
-            if deadline is not None:
-                wait_s = min(wait_s, max(0.0, deadline - clock()))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), wait_s)
-            table.expire(clock())
-            if not options.as_json:
-                out.write((_CLEAR_SCREEN if clear else "") + render_table(table, clock()) + "\n")
-                if not clear:
-                    out.write("\n")
-                out.flush()
-            if deadline is not None and clock() >= deadline:
-                break
+        await _refresh_until_stopped(options, out, table, stop, clock, deadline)
     finally:
         stop.set()
         with contextlib.suppress(Exception):
             await nc.drain()
     return table
+
+
+async def _refresh_until_stopped(
+    options: WatchOptions,
+    out: TextIO,
+    table: FleetTable,
+    stop: asyncio.Event,
+    clock: Callable[[], float],
+    deadline: float | None,
+) -> None:
+    """Every ``interval_s``: forget silent rows and (without ``--json``) print the table."""
+    clear = not options.as_json and out.isatty()
+    while not stop.is_set():
+        wait_s = options.interval_s
+        if deadline is not None:
+            wait_s = min(wait_s, max(0.0, deadline - clock()))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), wait_s)
+        table.expire(clock())
+        if not options.as_json:
+            out.write((_CLEAR_SCREEN if clear else "") + render_table(table, clock()) + "\n")
+            if not clear:
+                out.write("\n")
+            out.flush()
+        if deadline is not None and clock() >= deadline:
+            break
 
 
 @click.command()

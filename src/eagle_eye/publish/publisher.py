@@ -9,6 +9,9 @@ memory stays constant through any NATS outage.
 
 One ``Publisher`` holds one NATS connection and serves any number of ``Channel``s (one
 per engine rank: vLLM's data-parallel ranks in one process, or the simulator's engines).
+This module is the sender thread and its loop; what the step path touches
+(``InstanceIdentity``, ``Sample``, ``Channel``, ``ewma``) is in ``publish/channel.py`` and
+re-exported here, so ``eagle_eye.publish.publisher`` stays the one import for both.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ from nats.aio.client import Client as NatsClient
 
 from eagle_eye import subjects
 from eagle_eye.bus.connection import Connection
+from eagle_eye.publish.channel import Channel, InstanceIdentity
 from eagle_eye.settings import NatsSettings
-from eagle_eye.snapshot import EngineState, Part, Snapshot, SnapshotError, encode, field_names
+from eagle_eye.snapshot import EngineState, SnapshotError, encode
 
 log = logging.getLogger(__name__)
 
@@ -45,52 +49,6 @@ as record() p99 of 100-250 us. Polling costs the engine nothing."""
 _BUSY_LINGER_S: Final = 0.25
 """Keep polling this long after the last sample before going back to wake-ups, so an
 engine stepping steadily, even slowly, never pays for a wake-up."""
-_EWMA_ALPHA: Final = 0.2
-_IDENTITY_FIELDS: Final = field_names(Part.IDENTITY)
-"""Snapshot fields copied from ``InstanceIdentity`` (same names)."""
-_SAMPLE_FIELDS: Final = field_names(Part.SAMPLE)
-"""Snapshot fields copied from ``Sample`` (same names)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InstanceIdentity:
-    """Who is publishing: the fields of a snapshot that do not change per step (exactly
-    the wire format's ``Part.IDENTITY`` fields)."""
-
-    instance_id: str
-    model: str
-    engine: str
-    endpoint: str | None = None
-    engine_version: str | None = None
-    dp_rank: int = 0
-    lora_adapters: tuple[str, ...] = ()
-    kv_capacity_tokens: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Sample:
-    """An engine rank's state at one instant, as cheap to build as possible (the wire
-    format's ``Part.SAMPLE`` fields, plus cumulative token counters and a timestamp).
-
-    Counters are cumulative since the publisher started so that coalescing (dropping all
-    but the newest sample) never loses counts; the sender turns them into per-message
-    deltas and rates.
-    """
-
-    running: int = 0
-    waiting: int = 0
-    kv_usage: float | None = None
-    prefix_cache_queries_total: int | None = None
-    prefix_cache_hits_total: int | None = None
-    preemptions_total: int | None = None
-    prompt_tokens_total: int | None = None
-    generation_tokens_total: int | None = None
-    ttft_recent_s: float | None = None
-    itl_recent_s: float | None = None
-    step: int | None = None
-    state: EngineState = EngineState.READY
-    monotonic_s: float = 0.0
-    """``time.monotonic()`` when sampled; 0 means "now" at send time."""
 
 
 @dataclass(slots=True)
@@ -109,105 +67,6 @@ class PublisherStats:
     """Exceptions caught on the engine side (never propagated into the engine)."""
     connects: int = 0
     syncs: int = 0
-
-
-class Channel:
-    """One engine rank's lane into a ``Publisher``."""
-
-    __slots__ = (
-        "__weakref__",
-        "_force",
-        "_identity",
-        "_last_sent_mono",
-        "_last_sent_sample",
-        "_latest",
-        "_publisher",
-        "_rate",
-        "_seen",
-        "_seq",
-        "_subject",
-        "_unsent",
-    )
-
-    def __init__(self, publisher: Publisher, identity: InstanceIdentity, subject: str) -> None:
-        self._publisher = publisher
-        self._identity = identity
-        self._subject = subject
-        self._latest: Sample = Sample(state=EngineState.LOADING)
-        self._unsent = True
-        self._force = False
-        self._seq = 0
-        self._last_sent_mono = 0.0
-        self._last_sent_sample: Sample | None = None
-        self._rate: float | None = None
-        self._seen: Sample | None = None
-        """The newest sample the sender has looked at (busy/idle detection)."""
-
-    @property
-    def identity(self) -> InstanceIdentity:
-        return self._identity
-
-    @property
-    def subject(self) -> str:
-        return self._subject
-
-    @property
-    def latest(self) -> Sample:
-        return self._latest
-
-    def update_identity(self, **changes: Any) -> None:
-        """Change static fields (e.g. KV capacity once the engine knows it)."""
-        self._identity = replace(self._identity, **changes)
-
-    def offer(self, sample: Sample) -> None:
-        """Make ``sample`` the newest state. Never blocks, never raises."""
-        try:
-            if self._unsent:
-                self._publisher.stats.coalesced += 1
-            self._latest = sample
-            self._unsent = True
-            self._publisher._wake_threadsafe()
-        except Exception:  # noqa: BLE001 - defensive: never raise into the engine
-            self._publisher.stats.offer_errors += 1
-
-    def build_snapshot(self, now_wall_s: float, now_mono_s: float) -> Snapshot:
-        """The snapshot for the newest sample (sender thread only)."""
-        sample, ident, prev = self._latest, self._identity, self._last_sent_sample
-        step_prompt = _delta(sample.prompt_tokens_total, prev.prompt_tokens_total if prev else None)
-        step_gen = _delta(
-            sample.generation_tokens_total, prev.generation_tokens_total if prev else None
-        )
-        if step_gen is not None and prev is not None and sample.monotonic_s > prev.monotonic_s:
-            rate = step_gen / (sample.monotonic_s - prev.monotonic_s)
-            self._rate = rate if self._rate is None else self._rate + 0.3 * (rate - self._rate)
-        elif step_gen == 0 and self._rate is not None and sample.running == 0:
-            self._rate = 0.0
-        self._seq += 1
-        age_s = now_mono_s - sample.monotonic_s if sample.monotonic_s else 0.0
-        values = {name: getattr(ident, name) for name in _IDENTITY_FIELDS}
-        for name in _SAMPLE_FIELDS:
-            values[name] = getattr(sample, name)
-        return Snapshot(
-            seq=self._seq,
-            timestamp_s=now_wall_s - max(0.0, age_s),
-            step_prompt_tokens=step_prompt,
-            step_generation_tokens=step_gen,
-            generation_tokens_per_s=None if self._rate is None else max(0.0, self._rate),
-            **values,
-        )
-
-    def mark_sent(self, now_mono_s: float) -> None:
-        self._last_sent_mono = now_mono_s
-        self._last_sent_sample = self._latest
-
-
-def _delta(now: int | None, before: int | None) -> int | None:
-    """Counter increase since the last message (the whole counter on the first one)."""
-    if now is None:
-        return None
-    if before is None:
-        return now
-    return max(0, now - before)
 
 
 class Publisher:
@@ -497,13 +356,6 @@ def _log_limited(message: str, every_s: float = 30.0) -> None:
         log.warning(message)
     else:
         log.debug(message)
-
-
-def ewma(previous: float | None, values: Any, alpha: float = _EWMA_ALPHA) -> float | None:
-    """Fold ``values`` into an exponentially weighted mean (engine side: keep it tiny)."""
-    for value in values:
-        previous = value if previous is None else previous + alpha * (value - previous)
-    return previous
 
 
 @atexit.register

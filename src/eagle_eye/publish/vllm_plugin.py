@@ -27,7 +27,8 @@ import threading
 import time
 from typing import Any
 
-from eagle_eye.publish.publisher import Channel, InstanceIdentity, Publisher, Sample, ewma
+from eagle_eye.publish.channel import Channel, InstanceIdentity, Sample, ewma
+from eagle_eye.publish.publisher import Publisher
 from eagle_eye.settings import (
     DEFAULT_PORT,
     PublisherSettings,

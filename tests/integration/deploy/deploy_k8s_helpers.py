@@ -14,7 +14,9 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[3]
+from support import REPO_ROOT
+
+REPO = REPO_ROOT
 K8S = REPO / "deploy" / "k8s"
 OVERLAYS = K8S / "overlays"
 MONITORING = K8S / "monitoring"

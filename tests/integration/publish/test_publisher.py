@@ -13,7 +13,8 @@ from nats.aio.client import Client
 
 from eagle_eye import subjects
 from eagle_eye.bus.embedded import EmbeddedNats
-from eagle_eye.publish.publisher import InstanceIdentity, Publisher, Sample
+from eagle_eye.publish.channel import InstanceIdentity, Sample
+from eagle_eye.publish.publisher import Publisher
 from eagle_eye.settings import NatsSettings
 from eagle_eye.snapshot import EngineState, Snapshot, decode
 from eagle_eye.subjects import SubjectMode

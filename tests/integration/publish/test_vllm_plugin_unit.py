@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from eagle_eye.publish.publisher import InstanceIdentity, Publisher
+from eagle_eye.publish.channel import InstanceIdentity
+from eagle_eye.publish.publisher import Publisher
 from eagle_eye.publish.vllm_plugin import EagleEyeStatLogger, served_model_name
 from eagle_eye.settings import NatsSettings, publisher_from_env
 from eagle_eye.snapshot import EngineState

@@ -11,14 +11,14 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.integration.agent.conftest import Collector, start_agent, stop_agent
 from vllm_client import burst
 from vllm_harness import SERVED_MODEL_NAME, VllmServer
 
+from eagle_eye.publish.agent.config import AgentConfig, EngineTarget
 from eagle_eye.publish.agent.engines import EngineKind
-from eagle_eye.publish.agent.watcher import AgentConfig, EngineTarget
 from eagle_eye.snapshot import EngineState
 from support import async_wait_for
+from support.agent import Collector, start_agent, stop_agent
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from eagle_eye.bench.report import (
+from eagle_eye.bench.report import report_command
+from eagle_eye.bench.report_render import render_json, render_report
+from eagle_eye.bench.report_runs import (
     BenchOutcome,
     last_json_object,
-    render_json,
-    render_report,
     routing_suite,
     run_json_benchmark,
 )
@@ -149,16 +149,17 @@ def test_routing_suite_covers_the_trace_online_and_every_synthetic_workload() ->
     assert all(isinstance(a, str) for e in suite for a in e.args)
 
 
-def test_policy_overrides_are_typed_and_checked() -> None:
-    import click
+def test_report_names_the_command_it_was_generated_by() -> None:
+    assert report_command(["bench", "report", "--routing", "none"]) == (
+        "eagle-eye bench report --routing none"
+    )
+    assert report_command(["-c"]) == "eagle-eye bench report"
 
-    from eagle_eye.bench.routing.cli import parse_peers, policy_config_from
 
-    config = policy_config_from(["prefill_weight=2", "sample_d=8"])
-    assert config.prefill_weight == 2.0 and config.sample_d == 8
-    with pytest.raises(click.BadParameter):
-        policy_config_from(["nope=1"])
-    with pytest.raises(click.BadParameter):
-        policy_config_from(["sample_d=x"])
-    assert parse_peers("sglang-router:cache_aware,none") == [("sglang-router", "cache_aware")]
-    assert ("vllm-router", "power_of_two") in parse_peers("vllm-router")
+def test_every_routing_run_of_the_report_uses_the_same_fleet() -> None:
+    for entry in routing_suite("full", "trace.jsonl"):
+        args = list(entry.args)
+        assert args[args.index("--engines") + 1] == "8"
+        assert args[args.index("--load") + 1] == "0.85"
+        if "--offline" in args:
+            assert "--policies" in args and "--speedup" not in args

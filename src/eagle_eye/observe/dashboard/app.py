@@ -4,8 +4,8 @@ Routes (relative to the mount point; the page uses relative URLs, so it works un
 prefix that ends in ``/dashboard/``):
 
 * ``/`` the page (``static/index.html``), ``/static/...`` its CSS/JS and the chart
-  library (uPlot, installed by ``scripts/dashboard_assets.sh``; the page says so when it
-  is missing);
+  library (uPlot, which the package build fetches with npm, see ``setup.py``; the page
+  says so when it is missing);
 * ``/events`` server-sent events: one ``frame`` event per tick (4 per second) carrying
   the table, totals, router figures and the new point of every chart series;
 * ``/api/frame`` the newest frame, ``/api/history`` the in-memory history (aligned
@@ -34,7 +34,8 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
 from eagle_eye import __version__
 from eagle_eye.errors import EagleEyeError
-from eagle_eye.observe.dashboard.state import DashboardState, Frame
+from eagle_eye.observe.dashboard.frame import Frame
+from eagle_eye.observe.dashboard.state import DashboardState
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ sample and the one ``rate_window_s`` / ``latency_window_s`` earlier, so the tick
 not change what a number means.
 
 No I/O, no clocks: the web app and ``top`` own the timer and pass the time in, which is
-what makes every number here unit-testable.
+what makes every number here unit-testable. The frame's record types are in ``frame.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from eagle_eye.fleet.stats import LatencyHistogram, RouterStats, RouterStatsSource
-from eagle_eye.fleet.view import FleetView
+from eagle_eye.fleet.target import Target
+from eagle_eye.fleet.view import FleetView, InstanceInfo
+from eagle_eye.observe.dashboard.frame import FleetTotals, Frame, InstanceRow, RouterRow
 from eagle_eye.settings import DEFAULT_STALE_AFTER_S
 from eagle_eye.snapshot import EngineState
 
@@ -67,93 +69,6 @@ class DashboardConfig:
     @property
     def history_points(self) -> int:
         return max(2, round(self.history_s / self.tick_s))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InstanceRow:
-    """One engine rank as the table shows it."""
-
-    key: str
-    """``instance_id``, with ``/dp<rank>`` for ranks above 0: unique per row."""
-    instance_id: str
-    dp_rank: int
-    model: str
-    engine: str
-    state: str
-    endpoint: str | None
-    running: int
-    waiting: int
-    kv_usage: float | None
-    age_s: float
-    stale: bool
-    tokens_per_s: float | None
-    ttft_recent_s: float | None
-    itl_recent_s: float | None
-    prefix_hit_rate: float | None
-    """Prompt tokens found in the prefix cache over the rate window (cumulative before)."""
-    preemptions_total: int | None
-    decisions_per_s: float
-    """Routing decisions to this rank's endpoint per second (shared by its dp ranks)."""
-    inflight: int
-    health: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FleetTotals:
-    instances: int
-    by_state: dict[str, int]
-    running: int
-    waiting: int
-    kv_usage: float | None
-    """Mean KV-cache usage over ranks that report it."""
-    tokens_per_s: float
-    decisions_per_s: float
-    inflight: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RouterRow:
-    """The router's own view; None in a frame when there is no router (standalone mode)."""
-
-    policy: str
-    requests_total: int
-    requests_per_s: float
-    errors_total: int
-    errors_by_kind: dict[str, int]
-    errors_per_s: float
-    retries_total: int
-    retries_per_s: float
-    window_requests: int
-    """Requests behind the percentiles below (those finished in ``latency_window_s``)."""
-    ttft_s: dict[str, float | None]
-    tpot_s: dict[str, float | None]
-    duration_s: dict[str, float | None]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Frame:
-    """Everything the page or ``top`` shows at one instant."""
-
-    t: float
-    """Wall-clock Unix seconds of this sample (the charts' x axis)."""
-    instances: list[InstanceRow]
-    fleet: FleetTotals
-    router: RouterRow | None
-    point: dict[str, float | None]
-    """This sample's value of every chart series."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "t": self.t,
-            "instances": [_asdict(r) for r in self.instances],
-            "fleet": _asdict(self.fleet),
-            "router": None if self.router is None else _asdict(self.router),
-            "point": self.point,
-        }
-
-
-def _asdict(obj: Any) -> dict[str, Any]:
-    return {name: getattr(obj, name) for name in obj.__dataclass_fields__}
 
 
 _QUANTILES: Final = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
@@ -234,16 +149,9 @@ class DashboardState:
         current = _Sample(
             mono_s=now_mono_s,
             decisions={url: t.decisions_total for url, t in targets.items()},
-            prefix={},
+            prefix=_prefix_counters(infos),
             router=self._read_router(),
         )
-        for info in infos:
-            s = info.snapshot
-            if s.prefix_cache_queries_total is not None and s.prefix_cache_hits_total is not None:
-                current.prefix[_row_key(s.instance_id, s.dp_rank)] = (
-                    s.prefix_cache_queries_total,
-                    s.prefix_cache_hits_total,
-                )
         rate_base = self._sample_before(now_mono_s - cfg.rate_window_s)
         latency_base = self._sample_before(now_mono_s - cfg.latency_window_s)
         self._samples.append(current)
@@ -254,37 +162,7 @@ class DashboardState:
             )
             for url, n in current.decisions.items()
         }
-        rows = []
-        for info in infos:
-            s = info.snapshot
-            key = _row_key(s.instance_id, s.dp_rank)
-            target = targets.get(info.endpoint) if info.endpoint else None
-            rows.append(
-                InstanceRow(
-                    key=key,
-                    instance_id=s.instance_id,
-                    dp_rank=s.dp_rank,
-                    model=s.model,
-                    engine=s.engine,
-                    state=s.state.value,
-                    endpoint=info.endpoint or s.endpoint,
-                    running=s.running,
-                    waiting=s.waiting,
-                    kv_usage=_round(s.kv_usage, 4),
-                    age_s=round(info.age_s, 3),
-                    stale=info.age_s > cfg.stale_after_s,
-                    tokens_per_s=_round(s.generation_tokens_per_s, 1),
-                    ttft_recent_s=_round(s.ttft_recent_s, 5),
-                    itl_recent_s=_round(s.itl_recent_s, 5),
-                    prefix_hit_rate=_hit_rate(
-                        current.prefix.get(key), rate_base.prefix.get(key) if rate_base else None
-                    ),
-                    preemptions_total=s.preemptions_total,
-                    decisions_per_s=decision_rates.get(info.endpoint or "", 0.0),
-                    inflight=target.inflight if target is not None else 0,
-                    health=target.health.value if target is not None else "unrouted",
-                )
-            )
+        rows = [self._row(info, targets, current, rate_base, decision_rates) for info in infos]
         totals = _totals(rows, decision_rates, (t.inflight for t in targets.values()))
         router_row = self._router_row(current, rate_base, latency_base, now_mono_s)
         point = _point(rows, totals, router_row)
@@ -292,6 +170,43 @@ class DashboardState:
         frame = Frame(t=now_wall_s, instances=rows, fleet=totals, router=router_row, point=point)
         self.latest = frame
         return frame
+
+    def _row(
+        self,
+        info: InstanceInfo,
+        targets: dict[str, Target],
+        current: _Sample,
+        rate_base: _Sample | None,
+        decision_rates: dict[str, float],
+    ) -> InstanceRow:
+        """One table row: the rank's snapshot plus what the router knows of its endpoint."""
+        s = info.snapshot
+        key = _row_key(s.instance_id, s.dp_rank)
+        target = targets.get(info.endpoint) if info.endpoint else None
+        return InstanceRow(
+            key=key,
+            instance_id=s.instance_id,
+            dp_rank=s.dp_rank,
+            model=s.model,
+            engine=s.engine,
+            state=s.state.value,
+            endpoint=info.endpoint or s.endpoint,
+            running=s.running,
+            waiting=s.waiting,
+            kv_usage=_round(s.kv_usage, 4),
+            age_s=round(info.age_s, 3),
+            stale=info.age_s > self.config.stale_after_s,
+            tokens_per_s=_round(s.generation_tokens_per_s, 1),
+            ttft_recent_s=_round(s.ttft_recent_s, 5),
+            itl_recent_s=_round(s.itl_recent_s, 5),
+            prefix_hit_rate=_hit_rate(
+                current.prefix.get(key), rate_base.prefix.get(key) if rate_base else None
+            ),
+            preemptions_total=s.preemptions_total,
+            decisions_per_s=decision_rates.get(info.endpoint or "", 0.0),
+            inflight=target.inflight if target is not None else 0,
+            health=target.health.value if target is not None else "unrouted",
+        )
 
     def _read_router(self) -> RouterStats | None:
         if self.router is None:
@@ -359,6 +274,19 @@ def _round(value: float | None, digits: int) -> float | None:
 
 def _row_key(instance_id: str, dp_rank: int) -> str:
     return instance_id if dp_rank == 0 else f"{instance_id}/dp{dp_rank}"
+
+
+def _prefix_counters(infos: Iterable[InstanceInfo]) -> dict[str, tuple[int, int]]:
+    """Row key -> (prefix-cache queries, hits) for the ranks that report both."""
+    prefix: dict[str, tuple[int, int]] = {}
+    for info in infos:
+        s = info.snapshot
+        if s.prefix_cache_queries_total is not None and s.prefix_cache_hits_total is not None:
+            prefix[_row_key(s.instance_id, s.dp_rank)] = (
+                s.prefix_cache_queries_total,
+                s.prefix_cache_hits_total,
+            )
+    return prefix
 
 
 def _rate(now: int, before: int | None, base: _Sample | None, now_mono_s: float) -> float:

@@ -17,9 +17,10 @@ from typing import TypeVar
 
 import click
 
+from eagle_eye.publish.agent.config import AgentConfig, EngineTarget
 from eagle_eye.publish.agent.engines import EngineKind
 from eagle_eye.publish.agent.http import DEFAULT_MAX_PAGE_BYTES
-from eagle_eye.publish.agent.watcher import Agent, AgentConfig, EngineTarget
+from eagle_eye.publish.agent.runner import Agent
 from eagle_eye.publish.publisher import Publisher
 from eagle_eye.settings import SettingsError, nats_from_env, publisher_from_env
 

@@ -18,7 +18,7 @@ through unchanged, so a snapshot and the engine's ``/metrics`` agree on them.
 from __future__ import annotations
 
 from eagle_eye.publish.agent.engines import Reading
-from eagle_eye.publish.publisher import Sample, ewma
+from eagle_eye.publish.channel import Sample, ewma
 from eagle_eye.snapshot import EngineState
 
 

@@ -5,7 +5,8 @@ every ``interval_s``, turns the page into one reading per data-parallel rank, Ra
 replica and model (``eagle_eye.publish.agent.engines``), and offers a ``Sample`` per reading
 to its own ``Channel`` of a shared ``Publisher`` (one NATS connection for all engines).
 Each watcher runs on its own thread with a blocking keep-alive connection (see
-``agent/http.py`` for why stdlib); ``Agent`` owns the threads and the publisher.
+``agent/http.py`` for why stdlib); ``Agent`` (``runner.py``) owns the threads and the
+publisher, ``config.py`` holds what the operator asked for.
 
 Faults, and what a consumer sees:
 
@@ -25,17 +26,15 @@ Faults, and what a consumer sees:
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Final
-from urllib.parse import urlsplit, urlunsplit
 
 from eagle_eye.publish.agent import engines
+from eagle_eye.publish.agent.config import AgentConfig, EngineTarget
 from eagle_eye.publish.agent.engines import EngineKind, MappingError, RankKey, Reading
 from eagle_eye.publish.agent.engines import sglang as sglang_engine
 from eagle_eye.publish.agent.http import (
-    DEFAULT_MAX_PAGE_BYTES,
     Fetcher,
     FetchError,
     HttpFetcher,
@@ -45,68 +44,13 @@ from eagle_eye.publish.agent.http import (
 from eagle_eye.publish.agent.models import discover_model
 from eagle_eye.publish.agent.promtext import PromParseError
 from eagle_eye.publish.agent.track import RankTracker
-from eagle_eye.publish.publisher import Channel, InstanceIdentity, Publisher, Sample
+from eagle_eye.publish.channel import Channel, InstanceIdentity, Sample
+from eagle_eye.publish.publisher import Publisher
 from eagle_eye.snapshot import MAX_ID_CHARS, EngineState
 
 log = logging.getLogger("eagle_eye.agent")
 
-METRICS_PATH: Final = "/metrics"
 _MODEL_RETRY_S: Final = 30.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EngineTarget:
-    """One engine to watch, as the operator described it."""
-
-    url: str
-    """Where the agent reaches the engine: a base URL, or the full ``.../metrics`` URL."""
-    kind: EngineKind | None = None
-    """None: detect from the metric families on the first page."""
-    advertise: str | None = None
-    """Endpoint routers should call (defaults to ``url`` without ``/metrics``)."""
-    instance_id: str | None = None
-    """Defaults to ``host:port`` of the advertised endpoint."""
-    model: str | None = None
-    """Model name for engines whose page does not say it (TGI, llama.cpp)."""
-
-    @property
-    def base_url(self) -> str:
-        parts = urlsplit(self.url)
-        path = parts.path.rstrip("/")
-        if path.endswith(METRICS_PATH):
-            path = path[: -len(METRICS_PATH)]
-        return urlunsplit((parts.scheme, parts.netloc, path, "", "")).rstrip("/")
-
-    @property
-    def metrics_path(self) -> str:
-        query = urlsplit(self.url).query
-        return METRICS_PATH + (f"?{query}" if query else "")
-
-    @property
-    def endpoint(self) -> str:
-        return (self.advertise or self.base_url).rstrip("/")
-
-    @property
-    def base_instance_id(self) -> str:
-        if self.instance_id:
-            return self.instance_id
-        parts = urlsplit(self.endpoint)
-        return parts.netloc or self.endpoint
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentConfig:
-    """Timing and limits shared by every watcher."""
-
-    interval_s: float = 0.1
-    timeout_s: float = 1.0
-    """Per-request timeout; keep it near the interval so a hung engine is noticed."""
-    unreachable_after: int = 3
-    """Consecutive failed scrapes before ``unreachable`` is published."""
-    max_backoff_s: float = 2.0
-    max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES
-    forget_after: int = 50
-    """Good scrapes a rank may be missing from before it is declared gone."""
 
 
 @dataclass(slots=True)
@@ -345,63 +289,3 @@ class EngineWatcher:
 
     def close(self) -> None:
         self._fetcher.close()
-
-
-class Agent:
-    """Watch several engines, one thread each, through one publisher."""
-
-    def __init__(
-        self, targets: list[EngineTarget], publisher: Publisher, config: AgentConfig
-    ) -> None:
-        if not targets:
-            raise ValueError("the agent needs at least one engine to watch")
-        self.publisher = publisher
-        self.config = config
-        self.watchers = [EngineWatcher(t, publisher, config) for t in targets]
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-
-    def start(self) -> Agent:
-        for i, watcher in enumerate(self.watchers):
-            thread = threading.Thread(
-                target=self._loop, args=(watcher,), name=f"eagle-eye-agent-{i}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def _loop(self, watcher: EngineWatcher) -> None:
-        next_due = time.monotonic()
-        while not self._stop.is_set():
-            try:
-                delay_s = watcher.poll_once()
-            except Exception:  # a bug must not silently stop watching an engine
-                log.exception("agent: unexpected error watching %s", watcher.target.url)
-                delay_s = self.config.max_backoff_s
-            # Fixed-rate schedule: no drift from the scrape's own duration; if a scrape
-            # overran, start the next one right away rather than bunching up.
-            next_due = max(next_due + delay_s, time.monotonic())
-            self._stop.wait(max(0.0, next_due - time.monotonic()))
-
-    def request_stop(self) -> None:
-        """Ask the loops to end (safe from a signal handler); ``stop()`` finishes up."""
-        self._stop.set()
-
-    def wait(self, timeout_s: float | None = None) -> bool:
-        """Block until ``stop()`` is called (or ``timeout_s`` passes)."""
-        return self._stop.wait(timeout_s)
-
-    def stop(self, timeout_s: float = 3.0) -> None:
-        """Stop the threads, send ``stopping`` for every channel, close the publisher."""
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout_s)
-        for watcher in self.watchers:
-            watcher.close()
-        self.publisher.close(timeout_s=timeout_s)
-
-    def __enter__(self) -> Agent:
-        return self.start()
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()

@@ -22,7 +22,8 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from eagle_eye.publish.publisher import InstanceIdentity, Publisher
+from eagle_eye.publish.channel import InstanceIdentity
+from eagle_eye.publish.publisher import Publisher
 from eagle_eye.publish.vllm_plugin import EagleEyeStatLogger
 from eagle_eye.settings import PublisherSettings
 from eagle_eye.sim import protocol

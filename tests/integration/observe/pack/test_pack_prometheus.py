@@ -32,11 +32,11 @@ from eagle_eye.route.config import RouterConfig
 from eagle_eye.route.gateway import Router
 from eagle_eye.settings import nats_from_env
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
-from support import async_wait_for, free_tcp_port
+from support import REPO_ROOT, async_wait_for, free_tcp_port
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.timeout(240)]
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = REPO_ROOT
 RULE_FILES = [
     ROOT / "deploy/prometheus/eagle-eye-rules.yaml",
     ROOT / "deploy/prometheus/eagle-eye-alerts.yaml",

@@ -9,8 +9,9 @@ from click.testing import CliRunner
 
 from eagle_eye.observe.pack.render import render_all
 from eagle_eye.observe.rules_cli import rules
+from support import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = REPO_ROOT
 
 
 def test_committed_files_equal_the_generator_output() -> None:

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from eagle_eye.observe.pack import k8s
+from support import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[4]
+ROOT = REPO_ROOT
 MONITORING = ROOT / "deploy/k8s/monitoring"
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[4]
+from support import REPO_ROOT
+
+ROOT = REPO_ROOT
 PROM_DIR = ROOT / "deploy/prometheus"
 
 pytestmark = pytest.mark.prometheus

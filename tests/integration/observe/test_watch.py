@@ -15,7 +15,8 @@ import pytest
 
 from eagle_eye import subjects
 from eagle_eye.observe.watch import FleetTable, WatchOptions, render_table, run_watch
-from eagle_eye.publish.publisher import InstanceIdentity, Publisher, Sample
+from eagle_eye.publish.channel import InstanceIdentity, Sample
+from eagle_eye.publish.publisher import Publisher
 from eagle_eye.settings import NatsSettings, nats_from_env
 from support import free_tcp_port, wait_for
 

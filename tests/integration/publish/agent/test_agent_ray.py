@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.integration.agent.conftest import Collector, start_agent, stop_agent
-from tests.integration.agent.pages import values
 
+from eagle_eye.publish.agent.config import AgentConfig, EngineTarget
 from eagle_eye.publish.agent.engines import EngineKind
-from eagle_eye.publish.agent.watcher import AgentConfig, EngineTarget
 from eagle_eye.snapshot import EngineState
 from support import async_wait_for, free_tcp_port
+from support.agent import Collector, start_agent, stop_agent
+from support.pages import values
 
 # Only look for Ray here: importing it would load Ray into the test process, and the
 # application runs in its own child process anyway.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from eagle_eye.fleet.view import FleetView
 from eagle_eye.observe.dashboard.state import DashboardState
-from eagle_eye.observe.dashboard.top import COLUMNS, View, render, sort_rows
+from eagle_eye.observe.dashboard.top_render import COLUMNS, View, render, sort_rows
 from eagle_eye.snapshot import EngineState, Snapshot
 
 

@@ -15,8 +15,9 @@ from click.testing import CliRunner
 from eagle_eye.bench.peers import available
 from eagle_eye.bench.routing.cli import routing
 from eagle_eye.bench.routing.trace import load_trace
+from support import REPO_ROOT
 
-SLICE = Path(__file__).parents[2] / "unit" / "bench" / "data" / "mooncake_slice.jsonl"
+SLICE = REPO_ROOT / "tests" / "unit" / "bench" / "routing" / "data" / "mooncake_slice.jsonl"
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -13,14 +13,15 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from tests.integration.agent.conftest import Collector, start_agent, stop_agent
-from tests.integration.agent.pages import bucket_bounds, fetch_text, values
 
+from eagle_eye.publish.agent.config import EngineTarget
 from eagle_eye.publish.agent.engines import EngineKind
-from eagle_eye.publish.agent.watcher import Agent, EngineTarget
+from eagle_eye.publish.agent.runner import Agent
 from eagle_eye.sim.fleet import SimFleet, SimFleetConfig
 from eagle_eye.snapshot import EngineState
 from support import async_wait_for
+from support.agent import Collector, start_agent, stop_agent
+from support.pages import bucket_bounds, fetch_text, values
 
 MODEL = "sim-llama"
 

@@ -9,9 +9,9 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from tests.integration.agent.conftest import PageServer
 
 from eagle_eye.publish.agent.http import FetchError, HttpFetcher, PageTooLargeError
+from support.agent import PageServer
 
 
 class RawServer:

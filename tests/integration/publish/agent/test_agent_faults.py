@@ -3,15 +3,11 @@ are garbage, truncated or too big. Real HTTP server, real nats-server."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from tests.integration.agent.conftest import Collector, PageServer, start_agent, stop_agent
-
-from eagle_eye.publish.agent.watcher import AgentConfig, EngineTarget
+from eagle_eye.publish.agent.config import AgentConfig, EngineTarget
 from eagle_eye.snapshot import EngineState, Snapshot
-from support import async_wait_for
+from support import FIXTURES, async_wait_for
+from support.agent import Collector, PageServer, start_agent, stop_agent
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
 PAGE = (FIXTURES / "vllm_0.32_cpu.txt").read_bytes()
 CONFIG = AgentConfig(interval_s=0.05, unreachable_after=3, max_backoff_s=0.4, timeout_s=0.5)
 

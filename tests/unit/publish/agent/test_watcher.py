@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from tests.unit.agent.conftest import FIXTURES, fixture_page
 
+from eagle_eye.publish.agent.config import AgentConfig, EngineTarget
 from eagle_eye.publish.agent.engines import EngineKind, RankKey
 from eagle_eye.publish.agent.http import FetchError, PageTooLargeError, Response
-from eagle_eye.publish.agent.watcher import AgentConfig, EngineTarget, EngineWatcher
+from eagle_eye.publish.agent.watcher import EngineWatcher
 from eagle_eye.publish.publisher import Publisher
 from eagle_eye.snapshot import EngineState
+from support import FIXTURES, fixture_page
 
 VLLM = fixture_page("vllm_old_names_dp2.txt").encode()
 

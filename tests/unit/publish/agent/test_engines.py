@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from tests.unit.agent.conftest import FIXTURES, fixture_page
 
 from eagle_eye.publish.agent import engines
 from eagle_eye.publish.agent.engines import EngineKind, MappingError, RankKey, sglang
 from eagle_eye.publish.agent.promtext import PromParseError
+from support import FIXTURES, fixture_page
 
 
 def _value(text: str, name: str, **labels: str) -> float:

@@ -5,14 +5,10 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from pathlib import Path
-
-from tests.integration.agent.conftest import Collector, PageServer
 
 from eagle_eye.snapshot import EngineState
-from support import async_wait_for
-
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
+from support import FIXTURES, async_wait_for
+from support.agent import Collector, PageServer
 
 
 async def test_sidecar_command_advertises_the_pod_address_and_stops_cleanly(

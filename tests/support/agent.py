@@ -1,5 +1,7 @@
-"""Shared pieces of the agent's integration tests: a NATS snapshot collector, a real
-HTTP server whose page can be swapped or stopped, and an in-process agent."""
+"""The agent's test harness: a NATS collector, a fake engine page server, agent start/stop.
+
+Shared by the agent's integration tests and the real-vLLM agent test.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +9,15 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import nats
-import pytest
 from nats.aio.client import Client
 
 from eagle_eye import subjects
-from eagle_eye.publish.agent.watcher import Agent, AgentConfig, EngineTarget
+from eagle_eye.publish.agent.config import AgentConfig, EngineTarget
+from eagle_eye.publish.agent.runner import Agent
 from eagle_eye.publish.publisher import Publisher
 from eagle_eye.settings import NatsSettings
 from eagle_eye.snapshot import Snapshot, decode
@@ -47,15 +48,6 @@ class Collector:
 
     def instances(self) -> set[str]:
         return {s.instance_id for s in self.snapshots}
-
-
-@pytest.fixture
-async def collector(nats_url: str) -> AsyncIterator[Collector]:
-    c = Collector()
-    await c.start(nats_url)
-    yield c
-    assert c.client is not None
-    await c.client.close()
 
 
 class PageServer:
@@ -134,13 +126,6 @@ class PageServer:
                 conn.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(5)
-
-
-@pytest.fixture
-def page_server() -> Iterator[PageServer]:
-    server = PageServer().start()
-    yield server
-    server.stop()
 
 
 def start_agent(

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "metrics"
-
-
-def fixture_page(name: str) -> str:
-    return (FIXTURES / name).read_text()
+from support import fixture_page
 
 
 @pytest.fixture
