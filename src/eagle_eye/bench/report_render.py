@@ -130,6 +130,8 @@ def render_routing(outcome: BenchOutcome, doc_dir: Path | None = None) -> str:
 METHOD = """\
 - Every figure below is produced by the command shown above it, run by
   `eagle-eye bench report` on the machine described here; nothing is typed by hand.
+- Hand-run before/after checks of single changes (same machine, interleaved runs) are
+  kept apart, with their commands and commits, in `docs/benchmarks/regressions.md`.
 - Routing quality: a trace in the Mooncake format (real arrival times, prompt/output
   lengths and prefix sharing) or a synthetic workload is replayed through a router in
   front of a simulated fleet (`eagle-eye sim`, a GPU-free model of vLLM's scheduler and
