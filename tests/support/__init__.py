@@ -6,6 +6,7 @@ No test synchronises by sleeping: it waits for a condition with a deadline.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -15,6 +16,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 """The repository's root directory (tests read committed files relative to it)."""
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "metrics"
 """Captured and hand-written engine ``/metrics`` pages (see its README)."""
+
+
+NOT_LISTENING_YET = (OSError, http.client.HTTPException)
+"""What polling a port before its server listens can raise: refused or reset, or, for a
+port in the ephemeral range, a TCP self-connect that reads its own request back (which
+http.client rejects as a bad status line)."""
 
 
 def fixture_page(name: str) -> str:

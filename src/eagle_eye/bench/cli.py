@@ -12,6 +12,11 @@ _BENCHMARKS: dict[str, tuple[str, str, str]] = {
         "publisher",
         "Cost of record() vs vLLM's Prometheus logger.",
     ),
+    "plugin-ab": (
+        "eagle_eye.bench.plugin_ab",
+        "plugin_ab",
+        "Real vLLM with the plugin publishing vs without it (A/B).",
+    ),
     "sim": ("eagle_eye.bench.sim", "sim", "Simulator steps/s per core and offline replay speed."),
     "router": (
         "eagle_eye.bench.router",

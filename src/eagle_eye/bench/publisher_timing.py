@@ -16,6 +16,9 @@ RATIO_GOAL = 0.25
 """Our ``record()`` p50 may cost at most this fraction of vLLM's Prometheus logger's."""
 P99_GOAL_US = 50.0
 """Our ``record()`` p99 bound, microseconds, with NATS up and down."""
+TOTAL_RATIO_GOAL = 0.5
+"""Everything the plugin costs per step (``record()`` plus the sender thread's CPU) may
+cost at most this fraction of vLLM's Prometheus logger's ``record()``."""
 
 
 def _percentile(sorted_values: list[float], q: float) -> float:
@@ -48,6 +51,8 @@ class Timings:
     noop_ns: list[int] = field(default_factory=list)
     background_cpu_s: float = 0.0
     """CPU the process spent outside the measuring thread (our sender thread)."""
+    sender_wakeups: int = 0
+    """Times our sender thread woke up during the phase."""
 
 
 def measure_interleaved(
@@ -79,6 +84,22 @@ def measure_interleaved(
     return out
 
 
+def _mean_us(samples_ns: list[int]) -> float:
+    return sum(samples_ns) / len(samples_ns) / 1000.0 if samples_ns else float("nan")
+
+
+def _total_keys(timings: Timings, steps: int, prefix: str) -> dict[str, float]:
+    """Our whole cost per step (mean ``record()`` plus the sender's CPU) against vLLM's
+    mean ``record()``: both are CPU the API-server process spends per engine step."""
+    sender_us = timings.background_cpu_s / steps * 1e6
+    total_us = _mean_us(timings.ours_ns) + sender_us
+    return {
+        f"{prefix}total_cpu_us_per_step": round(total_us, 3),
+        f"{prefix}vllm_prometheus_us_mean": round(_mean_us(timings.theirs_ns), 3),
+        f"{prefix}total_ratio": round(total_us / _mean_us(timings.theirs_ns), 4),
+    }
+
+
 def phase_keys(phases: dict[str, Timings], steps: int) -> dict[str, float]:
     """The JSON numbers from the phases' timings (pure)."""
     up, down, warm = phases["nats_up"], phases["nats_down"], phases["back_to_back"]
@@ -98,6 +119,7 @@ def phase_keys(phases: dict[str, Timings], steps: int) -> dict[str, float]:
         # Not part of record(): what the background sender (snapshot, JSON, socket) costs.
         "sender_cpu_us_per_step": round(up.background_cpu_s / steps * 1e6, 3),
         "nats_down_sender_cpu_us_per_step": round(down.background_cpu_s / steps * 1e6, 3),
+        "sender_wakeups_per_step": round(up.sender_wakeups / steps, 3),
         "record_us_p50": up_ours["p50"],
         "record_us_p90": up_ours["p90"],
         "record_us_p99": up_ours["p99"],
@@ -110,7 +132,17 @@ def phase_keys(phases: dict[str, Timings], steps: int) -> dict[str, float]:
         "nats_down_record_us_max": down_ours["max"],
         "nats_down_vllm_prometheus_us_p50": down_theirs["p50"],
         "nats_down_ratio_p50": round(down_ours["p50"] / down_theirs["p50"], 4),
+        **_total_keys(up, steps, ""),
+        **_total_keys(down, steps, "nats_down_"),
     }
+
+
+def total_goal_met(result: dict[str, Any]) -> bool:
+    """Both total ratios (NATS up and down) within ``TOTAL_RATIO_GOAL``."""
+    return bool(
+        result["total_ratio"] <= TOTAL_RATIO_GOAL
+        and result["nats_down_total_ratio"] <= TOTAL_RATIO_GOAL
+    )
 
 
 def goals_met(result: dict[str, Any]) -> bool:

@@ -19,6 +19,10 @@ The peers live in their own virtualenvs under ``~/.cache/eagle-eye`` (created on
 use: the Rust routers via ``bench/peers.py``, LiteLLM in ``peers-litellm``). A peer that
 cannot be installed or started is reported with an ``error`` instead of numbers.
 
+``--tracing-overhead`` adds a ``tracing`` section: our router with tracing off, at 1 %
+and at 100 % sampling, in rotated rounds (``router_tracing.py``); ``--routers ''`` skips
+the side-by-side part.
+
 This module is the command and the run's JSON; ``router_load.py`` generates the load,
 ``router_contenders.py`` starts the backend and each router.
 """
@@ -36,6 +40,7 @@ import click
 
 from eagle_eye.bench.router_contenders import start_backend, start_router
 from eagle_eye.bench.router_load import LoadPlan, measure
+from eagle_eye.bench.router_tracing import measure_tracing_overhead
 
 ROUTERS: Final = ("eagle-eye", "litellm", "vllm-router", "sglang-router")
 OVERHEAD_P50_GOAL_MS: Final = 1.0
@@ -95,18 +100,27 @@ def _document(plan: LoadPlan, direct: dict[str, Any], results: dict[str, Any]) -
     }
 
 
-async def run_benchmark(routers: Sequence[str], plan: LoadPlan) -> dict[str, Any]:
+async def run_benchmark(
+    routers: Sequence[str], plan: LoadPlan, *, tracing_rounds: int = 0
+) -> dict[str, Any]:
     """The direct path, then each router in turn, one at a time (2 cores: no two
-    routers ever compete)."""
+    routers ever compete); then, with ``tracing_rounds``, the tracing overhead."""
     backend, backend_url = await start_backend()
     results: dict[str, Any] = {}
+    tracing = None
     try:
-        direct = await asyncio.to_thread(measure, backend_url, {}, plan)
+        direct = await asyncio.to_thread(measure, backend_url, {}, plan) if routers else {}
         for name in routers:
             results[name] = await _measure_router(name, backend_url, plan)
+        if tracing_rounds:
+            tracing = await measure_tracing_overhead(backend_url, plan, tracing_rounds)
     finally:
         backend.stop()
-    return _document(plan, direct, results)
+    document = _document(plan, direct, results)
+    if tracing is not None:
+        document["tracing"] = tracing
+        document["goals"].update(tracing["goals"])
+    return document
 
 
 def parse_routers(value: str) -> list[str]:
@@ -127,10 +141,27 @@ def parse_routers(value: str) -> list[str]:
     "--routers",
     default=",".join(ROUTERS),
     show_default=True,
-    help="Comma-separated subset of routers to measure.",
+    help="Comma-separated subset of routers to measure ('' for none).",
 )
-def router(as_json: bool, rate: float, concurrency: int, duration_s: float, routers: str) -> None:
+@click.option(
+    "--tracing-overhead",
+    "tracing_rounds",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Also measure our router with tracing off, at 1%% and 100%% sampling, in this "
+    "many rotated rounds (medians reported).",
+)
+def router(
+    as_json: bool,
+    rate: float,
+    concurrency: int,
+    duration_s: float,
+    routers: str,
+    tracing_rounds: int,
+) -> None:
     """Router added latency vs direct and max request rate, side by side with peers."""
     names = parse_routers(routers)
     plan = LoadPlan(rate_rps=rate, concurrency=concurrency, duration_s=duration_s)
-    click.echo(json.dumps(asyncio.run(run_benchmark(names, plan)), indent=2))
+    result = asyncio.run(run_benchmark(names, plan, tracing_rounds=tracing_rounds))
+    click.echo(json.dumps(result, indent=2))

@@ -76,11 +76,18 @@ def make_app(stream_chunks: int = 16) -> web.Application:
     async def health(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
+    async def traces(request: web.Request) -> web.Response:
+        """An OTLP/HTTP sink: the tracing-overhead runs export here (and it is dropped).
+        An empty body is an empty ``ExportTraceServiceResponse``: full success."""
+        await request.read()
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
     app = web.Application()
     app.router.add_post("/v1/chat/completions", infer)
     app.router.add_post("/v1/completions", infer)
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/health", health)
+    app.router.add_post("/v1/traces", traces)
     return app
 
 

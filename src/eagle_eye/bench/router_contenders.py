@@ -66,15 +66,26 @@ def ensure_litellm() -> Path:
 class Child:
     """A child process in its own session, stopped with TERM then KILL."""
 
-    def __init__(self, argv: Sequence[str], *, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        drop_env_prefixes: tuple[str, ...] = (),
+    ) -> None:
         # Closed in stop(): the log outlives this call by design.
         self.log = tempfile.NamedTemporaryFile(prefix="eagle-eye-bench-", suffix=".log")  # noqa: SIM115
+        inherited = {
+            k: v
+            for k, v in os.environ.items()
+            if not (drop_env_prefixes and k.startswith(drop_env_prefixes))
+        }
         self.proc = subprocess.Popen(
             list(argv),
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, **(env or {})},
+            env={**inherited, **(env or {})},
         )
 
     def tail(self, chars: int = 1500) -> str:
@@ -138,13 +149,17 @@ async def start_backend() -> tuple[Child, str]:
     return backend, url
 
 
-async def _start_eagle_eye(backend_url: str) -> StartedRouter:
+async def start_eagle_eye(backend_url: str, extra_args: Sequence[str] = ()) -> StartedRouter:
+    """Our router in front of ``backend_url``, with ``extra_args`` (e.g. tracing flags);
+    the OpenTelemetry variables of this environment are not passed on."""
     port = free_tcp_port()
     url = f"http://127.0.0.1:{port}"
     cli = "from eagle_eye.cli import main; main()"
+    argv = [sys.executable, "-c", cli, "router", "--backend", backend_url, "--port", str(port)]
     child = Child(
-        [sys.executable, "-c", cli, "router", "--backend", backend_url, "--port", str(port)],
+        [*argv, *extra_args],
         env={"EAGLE_EYE_LOG_LEVEL": "WARNING"},
+        drop_env_prefixes=("OTEL_",),
     )
     await child.wait_ready(url, EAGLE_EYE_READY_S, {})
     return StartedRouter(child, url, {})
@@ -199,7 +214,7 @@ async def _start_rust_peer(name: str, backend_url: str) -> StartedRouter:
 async def start_router(name: str, backend_url: str) -> StartedRouter:
     """Start router ``name`` (``router.ROUTERS``) in front of ``backend_url``; ready."""
     if name == "eagle-eye":
-        return await _start_eagle_eye(backend_url)
+        return await start_eagle_eye(backend_url)
     if name == "litellm":
         return await _start_litellm(backend_url)
     return await _start_rust_peer(name, backend_url)

@@ -230,15 +230,7 @@ def measure(
     stream_body = json.dumps(dict(CHAT_BODY, stream=True)).encode()
     hdrs = {"Content-Type": "application/json", **headers}
     limit = plan.duration_s * 4 + 60
-    targets = [(base_url + CHAT_PATH, hdrs)]
-    if direct_url is not None:
-        targets.append((direct_url + CHAT_PATH, {"Content-Type": "application/json"}))
-    lat = run_open_loop(
-        OpenLoopJob(
-            targets=tuple(targets), body=body, rate_rps=plan.rate_rps, duration_s=plan.duration_s
-        ),
-        limit,
-    )
+    lat = _open_loop_job(base_url, hdrs, plan, direct_url)
 
     def closed_loop(payload: bytes) -> ClosedLoopResult:
         job = ClosedLoopJob(
@@ -262,6 +254,36 @@ def measure(
     }
     if direct_url is not None:
         out.update(_overhead(out, lat.latencies_ms[1]))
+    return out
+
+
+def _open_loop_job(
+    base_url: str, headers: dict[str, str], plan: LoadPlan, direct_url: str | None
+) -> OpenLoopResult:
+    targets = [(base_url + CHAT_PATH, headers)]
+    if direct_url is not None:
+        targets.append((direct_url + CHAT_PATH, {"Content-Type": "application/json"}))
+    job = OpenLoopJob(
+        targets=tuple(targets),
+        body=json.dumps(CHAT_BODY).encode(),
+        rate_rps=plan.rate_rps,
+        duration_s=plan.duration_s,
+    )
+    return run_open_loop(job, plan.duration_s * 4 + 60)
+
+
+def paired_latency(base_url: str, plan: LoadPlan, direct_url: str) -> dict[str, Any]:
+    """The open-loop latency job alone (no max-rate runs), paired with the direct path:
+    latency and overhead percentiles, as ``measure`` reports them."""
+    lat = _open_loop_job(base_url, {"Content-Type": "application/json"}, plan, direct_url)
+    lats = lat.latencies_ms[0]
+    out: dict[str, Any] = {
+        "latency_ms_p50": percentile(lats, 0.50),
+        "latency_ms_p99": percentile(lats, 0.99),
+        "requests": len(lats),
+        "errors": lat.errors,
+    }
+    out.update(_overhead(out, lat.latencies_ms[1]))
     return out
 
 

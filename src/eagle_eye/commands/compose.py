@@ -6,7 +6,7 @@ import asyncio
 import gc
 import logging
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import click
@@ -49,8 +49,11 @@ def mount_dashboard(router: Router, *, prometheus_url: str | None = None) -> boo
     return True
 
 
-async def serve_until_signalled(router: Router) -> None:
-    """Start ``router``, wait for SIGINT/SIGTERM, close it."""
+async def serve_until_signalled(
+    router: Router, *, on_closed: Sequence[Callable[[], object]] = ()
+) -> None:
+    """Start ``router``, wait for SIGINT/SIGTERM, close it, then run ``on_closed`` (in a
+    thread: flushing the trace exporter may block)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -67,3 +70,5 @@ async def serve_until_signalled(router: Router) -> None:
         await stop.wait()
     finally:
         await router.close()
+        for callback in on_closed:
+            await asyncio.to_thread(callback)

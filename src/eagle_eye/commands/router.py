@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from eagle_eye.commands.compose import mount_dashboard, run_loop, serve_until_signalled
+from eagle_eye.commands.tracing import TracingFlags, start_router_tracing, tracing_options
 from eagle_eye.route.config import DEFAULT_ROUTER_PORT, RouterConfig
 from eagle_eye.route.gateway import Router
 from eagle_eye.route.policies import POLICY_NAMES, PolicyConfig, ProfileError, parse_profiles
@@ -89,6 +90,7 @@ def _env_keys() -> tuple[str, ...]:
     default=None,
     help="Prometheus base URL the dashboard reads 1/6/24 h history from.",
 )
+@tracing_options
 def router(
     nats_url: str | None,
     host: str,
@@ -108,8 +110,12 @@ def router(
     no_dashboard: bool,
     prometheus_url: str | None,
     profiles_file: str | None,
+    tracing: TracingFlags,
 ) -> None:
-    """Run the OpenAI-compatible gateway that routes on live fleet metrics."""
+    """Run the OpenAI-compatible gateway that routes on live fleet metrics.
+
+    Tracing (OpenTelemetry, docs/tracing.md) is on with --otlp-traces-endpoint or the
+    standard OTEL_* variables, and needs the ``tracing`` extra."""
     try:
         nats = nats_from_env(os.environ, nats_url)
     except SettingsError as exc:
@@ -142,4 +148,5 @@ def router(
         raise click.BadParameter(str(exc), param_hint="--policy") from None
     if not no_dashboard:
         mount_dashboard(gateway, prometheus_url=prometheus_url)
-    run_loop(lambda: serve_until_signalled(gateway))
+    closers = start_router_tracing(gateway, tracing)
+    run_loop(lambda: serve_until_signalled(gateway, on_closed=closers))

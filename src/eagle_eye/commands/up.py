@@ -5,22 +5,36 @@ speed, so routing has something to do) publishing per-step snapshots, and the ro
 front of them. ``--engine URL`` puts real engines behind the router instead (they are
 routed by the router's own accounting, and by their snapshots if they publish to the
 printed NATS URL). Ctrl-C (or SIGTERM) stops everything, in reverse order.
+
+With tracing on (``--otlp-traces-endpoint`` or the ``OTEL_*`` variables, docs/tracing.md)
+the router (service ``eagle-eye-router``) and the simulated engines (``eagle-eye-sim``)
+send their spans to the same OTLP endpoint, one trace per request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import shlex
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import click
 
 from eagle_eye.bus.embedded import EmbeddedNats
 from eagle_eye.commands.compose import mount_dashboard, run_loop
+from eagle_eye.commands.tracing import (
+    TracingFlags,
+    TracingSettings,
+    describe,
+    provider_or_none,
+    trace_router,
+    tracing_options,
+)
 from eagle_eye.route.config import RouterConfig
 from eagle_eye.route.gateway import Router
 from eagle_eye.route.policies import POLICY_NAMES
@@ -43,6 +57,10 @@ class UpOptions:
     nats_url: str | None = None
     """Use this NATS instead of starting an embedded one."""
     extra_engine_env: dict[str, str] = field(default_factory=dict)
+    tracing: TracingSettings | None = None
+    """Send the router's and the simulated engines' spans here; None: no tracing."""
+    tracing_required: bool = False
+    """Fail (rather than warn) when the tracing packages are missing."""
 
 
 @dataclass(slots=True)
@@ -54,6 +72,23 @@ class Running:
     engines: list[tuple[str, str, float]]
     """(instance id or "static", URL, speed factor)."""
     model: str
+    tracing: str | None = None
+    """Where traces go, for the banner; None: tracing off."""
+
+
+def _tracing(options: UpOptions, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+    """(the router's TracerProvider, the simulated engines' Tracer), None when off; both
+    providers are flushed last, after everything stopped."""
+    if options.tracing is None:
+        return None, None
+    router_provider = provider_or_none(options.tracing, required=options.tracing_required)
+    sim_settings = dataclasses.replace(options.tracing, service_name="eagle-eye-sim")
+    sim_provider = provider_or_none(sim_settings, required=options.tracing_required)
+    for provider in (router_provider, sim_provider):
+        if provider is not None:
+            stack.push_async_callback(asyncio.to_thread, provider.shutdown)
+    sim_tracer = sim_provider.get_tracer("eagle_eye.sim") if sim_provider is not None else None
+    return router_provider, sim_tracer
 
 
 @contextlib.asynccontextmanager
@@ -66,6 +101,7 @@ async def start_all(options: UpOptions) -> AsyncIterator[Running]:
             embedded = await asyncio.to_thread(EmbeddedNats().start)
             stack.callback(embedded.close)
             nats_url = embedded.url
+        router_provider, sim_tracer = _tracing(options, stack)
         engines: list[tuple[str, str, float]] = []
         model = options.model
         if options.engine_urls:
@@ -85,7 +121,8 @@ async def start_all(options: UpOptions) -> AsyncIterator[Running]:
                     speed_factors=factors,
                     model=model,
                     speedup=options.speedup,
-                )
+                ),
+                tracer=sim_tracer,
             )
             await stack.enter_async_context(fleet)
             engines = [
@@ -101,9 +138,15 @@ async def start_all(options: UpOptions) -> AsyncIterator[Running]:
             )
         )
         mount_dashboard(router)
+        tracing = None
+        if router_provider is not None and options.tracing is not None:
+            trace_router(router, router_provider)
+            tracing = describe(options.tracing)
         await router.start(nats_wait_s=3.0)
         stack.push_async_callback(router.close)
-        yield Running(router=router, nats_url=nats_url, engines=engines, model=model)
+        yield Running(
+            router=router, nats_url=nats_url, engines=engines, model=model, tracing=tracing
+        )
 
 
 def banner(running: Running) -> str:
@@ -130,6 +173,7 @@ def banner(running: Running) -> str:
         f"  metrics              {base}/metrics",
         f"  NATS                 {running.nats_url}   (engines publish with EAGLE_EYE_NATS_URL)",
         f"  routing policy       {running.router.default_policy.name}",
+        f"  traces               {running.tracing or 'off (--otlp-traces-endpoint URL)'}",
         "",
         "  engines:",
     ]
@@ -181,6 +225,7 @@ async def serve(options: UpOptions, echo: Callable[[str], None] = click.echo) ->
 @click.option("--model", default="sim-llama", show_default=True, help="Simulated model name.")
 @click.option("--speedup", default=1.0, show_default=True, type=float)
 @click.option("--nats", "nats_url", default=None, help="Use this NATS instead of an embedded one.")
+@tracing_options
 def up(
     host: str,
     port: int,
@@ -190,6 +235,7 @@ def up(
     model: str,
     speedup: float,
     nats_url: str | None,
+    tracing: TracingFlags,
 ) -> None:
     """Run NATS, a simulated fleet and the router in one go."""
     options = UpOptions(
@@ -201,5 +247,7 @@ def up(
         model=model,
         speedup=speedup,
         nats_url=nats_url,
+        tracing=tracing.settings("eagle-eye-router"),
+        tracing_required=tracing.otlp_traces_endpoint is not None,
     )
     run_loop(lambda: serve(options))

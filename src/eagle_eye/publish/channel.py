@@ -66,6 +66,10 @@ class Sample:
     """``time.monotonic()`` when sampled; 0 means "now" at send time."""
 
 
+PAUSE_S: Final = 0.25
+"""Samples further apart than this are an engine going quiet, not one step."""
+
+
 class Channel:
     """One engine rank's lane into a ``Publisher`` (get one with ``Publisher.channel``)."""
 
@@ -73,12 +77,15 @@ class Channel:
         "__weakref__",
         "_force",
         "_identity",
+        "_interval_s",
         "_last_sent_mono",
         "_last_sent_sample",
         "_latest",
+        "_offers",
         "_publisher",
         "_rate",
-        "_seen",
+        "_seen_mono_s",
+        "_seen_offers",
         "_seq",
         "_subject",
         "_unsent",
@@ -95,8 +102,13 @@ class Channel:
         self._last_sent_mono = 0.0
         self._last_sent_sample: Sample | None = None
         self._rate: float | None = None
-        self._seen: Sample | None = None
-        """The newest sample the sender has looked at (busy/idle detection)."""
+        self._offers = 0
+        """Samples offered so far (the sender's measure of the engine's step rate)."""
+        self._seen_offers = 0
+        self._seen_mono_s = 0.0
+        """Offer count and sample time at the sender's last look (sender thread only)."""
+        self._interval_s: float | None = None
+        """The engine's step period as the sender estimates it (sender thread only)."""
 
     @property
     def identity(self) -> InstanceIdentity:
@@ -120,10 +132,41 @@ class Channel:
             if self._unsent:
                 self._publisher.stats.coalesced += 1
             self._latest = sample
+            self._offers += 1
             self._unsent = True
             self._publisher._wake_threadsafe()
         except Exception:  # noqa: BLE001 - defensive: never raise into the engine
             self._publisher.stats.offer_errors += 1
+
+    def look(self, now_mono_s: float) -> bool:
+        """Whether a sample arrived since the sender's last look (sender thread only).
+
+        Also keeps the engine's step period: the time between looked-at samples divided
+        by the samples offered in between (an EWMA that follows faster steps quickly), so
+        coalescing does not stretch it; a quiet spell longer than ``PAUSE_S`` is not a step.
+        """
+        offers = self._offers
+        if offers == self._seen_offers:
+            return False
+        sample_s = self._latest.monotonic_s or now_mono_s
+        gap_s = sample_s - self._seen_mono_s
+        if self._seen_offers and 0.0 < gap_s < PAUSE_S:
+            interval_s = gap_s / (offers - self._seen_offers)
+            previous = self._interval_s
+            if previous is None:
+                self._interval_s = interval_s
+            else:
+                alpha = 0.5 if interval_s < previous else 0.2
+                self._interval_s = previous + alpha * (interval_s - previous)
+        self._seen_offers, self._seen_mono_s = offers, sample_s
+        return True
+
+    @property
+    def next_sample_due_s(self) -> float | None:
+        """When the next sample is expected (monotonic), once a step period is known."""
+        if self._interval_s is None:
+            return None
+        return self._seen_mono_s + self._interval_s
 
     def build_snapshot(self, now_wall_s: float, now_mono_s: float) -> Snapshot:
         """The snapshot for the newest sample (sender thread only)."""

@@ -31,22 +31,26 @@ from nats.aio.client import Client as NatsClient
 
 from eagle_eye import subjects
 from eagle_eye.bus.connection import Connection
-from eagle_eye.publish.channel import Channel, InstanceIdentity
+from eagle_eye.publish.channel import PAUSE_S, Channel, InstanceIdentity
 from eagle_eye.settings import NatsSettings
 from eagle_eye.snapshot import EngineState, SnapshotError, encode
 
 log = logging.getLogger(__name__)
 
-_BUSY_POLL_S: Final = 0.002
-_BUSY_POLL_MIN_S: Final = 0.0005
-_BUSY_POLL_MAX_S: Final = 0.004
-"""While samples keep coming, the sender looks for the next one every 0.5-4 ms instead of
-being woken per sample; the period adapts so that each engine step gets its own message
-(halved when samples were coalesced, lengthened when a look found nothing). A wake-up
-from the engine's step path is a socket write, which releases the GIL in the middle of
-``record()``: the sender thread then takes it for its whole send (~100 us), which showed
-as record() p99 of 100-250 us. Polling costs the engine nothing."""
-_BUSY_LINGER_S: Final = 0.25
+_POLL_MIN_S: Final = 0.0002
+_POLL_MAX_S: Final = 0.004
+_WAKE_MARGIN_S: Final = 0.0003
+"""While samples keep coming, the sender wakes by itself instead of being woken per
+sample: just after the next step is expected (the step period measured from the samples,
+plus a margin for jitter), but never more than 4 ms later, so a step that comes early
+or an engine stepping irregularly waits at most that long. A step later than expected is
+looked for again after 0.2 ms, doubling up to 4 ms. So engines stepping every few
+milliseconds get one message per step for about one wake-up per step, and nothing waits
+longer than 4 ms. A wake-up from the engine's step path would be a socket write, which
+releases the GIL in the middle of ``record()``: the sender thread then takes it for its
+whole send (~100 us), which showed as record() p99 of 100-250 us. Polling costs the
+engine nothing."""
+_BUSY_LINGER_S: Final = PAUSE_S
 """Keep polling this long after the last sample before going back to wake-ups, so an
 engine stepping steadily, even slowly, never pays for a wake-up."""
 
@@ -67,6 +71,8 @@ class PublisherStats:
     """Exceptions caught on the engine side (never propagated into the engine)."""
     connects: int = 0
     syncs: int = 0
+    wakeups: int = 0
+    """Times the sender thread woke up (each costs CPU: the benchmark reports per step)."""
 
 
 class Publisher:
@@ -115,6 +121,11 @@ class Publisher:
         return self._settings is not None
 
     @property
+    def stopping(self) -> bool:
+        """True once ``close()`` began."""
+        return self._stopping
+
+    @property
     def connected(self) -> bool:
         conn = self._conn
         return conn is not None and conn.connected
@@ -153,8 +164,10 @@ class Publisher:
                 self._channels.remove(channel)
 
     def _wake_threadsafe(self) -> None:
-        # A polling (busy) sender finds the sample by itself within _BUSY_POLL_S.
+        # A busy sender wakes by itself within _POLL_MAX_S.
         if self._wake_pending or not self._sender_idle or self._loop is None:
+            return
+        if not self.connected:  # nothing can go out; the reconnect wakes the sender
             return
         self._wake_pending = True
         try:
@@ -236,50 +249,67 @@ class Publisher:
         )
         self._conn.start()
         last_fresh_mono = -math.inf
-        poll_s = _BUSY_POLL_S
-        last_coalesced = self.stats.coalesced
+        delay_s = _POLL_MIN_S
+        misses = 0
         while not self._stopping:
             if self._sender_idle:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self._heartbeat_s / 4)
             else:
-                await asyncio.sleep(poll_s)
+                await asyncio.sleep(delay_s)
             self._wake.clear()
             self._wake_pending = False
-            if not self._stopping:
-                await self._send_due(force_all=False)
-                now_mono = time.monotonic()
-                if now_mono - last_fresh_mono < _BUSY_LINGER_S:
-                    self._sender_idle = False
-                    fresh = self._new_samples()
-                    if fresh:
-                        last_fresh_mono = now_mono
-                    if self.stats.coalesced > last_coalesced and self.connected:
-                        poll_s = max(_BUSY_POLL_MIN_S, poll_s / 2)
-                    elif not fresh:
-                        poll_s = min(_BUSY_POLL_MAX_S, poll_s * 1.25)
-                    last_coalesced = self.stats.coalesced
-                    continue
-                # Say "idle" first, then look: an offer() that saw "busy" and skipped
-                # the wake-up is caught by this look; a later one sees "idle".
-                self._sender_idle = True
-                if self._new_samples():
-                    self._sender_idle = False
-                    last_fresh_mono = now_mono
-        # _shutdown() sets _stopping before it closes the connection; a polling
-        # loop sees that first. Let the close finish before the loop is torn down.
+            self.stats.wakeups += 1
+            if self.stopping:
+                break
+            await self._send_due(force_all=False)
+            now_mono = time.monotonic()
+            if not self.connected:
+                # Nothing can go out: sleep until the reconnect (or a heartbeat) wakes
+                # us, instead of polling through the outage.
+                self._sender_idle, last_fresh_mono = True, -math.inf
+                continue
+            if now_mono - last_fresh_mono < _BUSY_LINGER_S:
+                self._sender_idle = False
+                fresh, due_mono = self._look(now_mono)
+                if fresh:
+                    last_fresh_mono, misses = now_mono, 0
+                else:
+                    misses += 1
+                if due_mono is None:  # a step is late, or its period not known yet
+                    delay_s = min(_POLL_MAX_S, _POLL_MIN_S * 2**misses)
+                else:
+                    delay_s = due_mono + _WAKE_MARGIN_S - now_mono
+                    delay_s = min(_POLL_MAX_S, max(_POLL_MIN_S, delay_s))
+                continue
+            # Say "idle" first, then look: an offer() that saw "busy" and skipped the
+            # wake-up is caught by this look; a later one sees "idle".
+            self._sender_idle = True
+            if self._look(now_mono)[0]:
+                self._sender_idle = False
+                last_fresh_mono, delay_s, misses = now_mono, _POLL_MIN_S, 0
+        # _shutdown() sets _stopping before it closes the connection; the loop above
+        # sees that first. Let the close finish before the loop is torn down.
         if self._shutdown_task is not None:  # bounded: a dead NATS must not hang us
             await asyncio.wait({self._shutdown_task}, timeout=2.0)
 
-    def _new_samples(self) -> bool:
-        """Whether any channel got a sample since the sender last looked."""
+    def _look(self, now_mono_s: float) -> tuple[bool, float | None]:
+        """Whether any channel got a sample since the last look, and when the next one is
+        due: the earliest upcoming step of any channel, or None when a channel's step is
+        overdue (or no period is known yet), so the caller polls for it instead."""
         fresh = False
+        due: float | None = None
         for channel in self._snapshot_channels():
-            latest = channel._latest
-            if latest is not channel._seen:
-                channel._seen = latest
-                fresh = True
-        return fresh
+            fresh = channel.look(now_mono_s) or fresh
+            next_s = channel.next_sample_due_s
+            if next_s is None:
+                continue
+            if next_s + _WAKE_MARGIN_S < now_mono_s:
+                if now_mono_s - next_s < _BUSY_LINGER_S:  # late: poll for it
+                    return fresh, None
+                continue  # quiet for a while: the linger timeout covers it
+            due = next_s if due is None else min(due, next_s)
+        return fresh, due
 
     async def _send_due(self, *, force_all: bool) -> None:
         now_mono = time.monotonic()

@@ -1,11 +1,16 @@
 """The vLLM stat-logger plugin: plain ``vllm serve`` publishes snapshots to NATS.
 
 vLLM finds ``EagleEyeStatLogger`` through the entry-point group
-``vllm.stat_logger_plugins`` (declared in our ``pyproject.toml``), constructs one per
-data-parallel engine with ``(vllm_config, engine_index)`` and calls ``record()`` after
-every engine step on its output-handler loop. Configuration comes from ``EAGLE_EYE_*``
-environment variables (see ``eagle_eye.settings``); with no ``EAGLE_EYE_NATS_URL`` the
-plugin logs one line and does nothing.
+``vllm.stat_logger_plugins`` (declared in our ``pyproject.toml``) and calls ``record()``
+after every engine step on its output-handler loop. Where vLLM has
+``AggregateStatLoggerBase`` (the V1 engine), ``EagleEyeStatLogger`` is one of those: vLLM
+builds it once for all its data-parallel engines and calls it directly, so
+``record_sleep_state`` reaches us too (vLLM's wrapper for per-engine loggers drops it);
+it holds one ``EngineStatLogger`` per engine. On older vLLM it is ``EngineStatLogger``
+itself, which vLLM constructs per engine with ``(vllm_config, engine_index)``.
+Configuration comes from ``EAGLE_EYE_*`` environment variables (see
+``eagle_eye.settings``); with no ``EAGLE_EYE_NATS_URL`` the plugin logs one line and does
+nothing.
 
 Rules this module lives by, because it runs inside the engine:
 
@@ -44,6 +49,12 @@ log = logging.getLogger("eagle_eye.vllm")
 try:  # Subclass vLLM's real base when vLLM is present, so its plugin loader accepts us.
     from vllm.v1.metrics.loggers import StatLoggerBase as _StatLoggerBase
 except Exception:  # noqa: BLE001 - no vLLM (simulator, tests, other engines)
+    _StatLoggerBase = None
+try:  # vLLM with one logger for all data-parallel engines (V1, 2025 onwards)
+    from vllm.v1.metrics.loggers import AggregateStatLoggerBase as _AggregateBase
+except Exception:  # noqa: BLE001 - older vLLM, or none
+    _AggregateBase = None
+if _StatLoggerBase is None:
 
     class _StatLoggerBase:  # type: ignore[no-redef]
         """Stand-in with vLLM's constructor shape, used where vLLM is not installed."""
@@ -61,7 +72,7 @@ def shared_publisher(settings: PublisherSettings) -> Publisher:
     key = (settings.nats, settings.subject, settings.subject_mode, settings.heartbeat_s)
     with _shared_lock:
         publisher = _shared.get(key)
-        if publisher is None:
+        if publisher is None or publisher.stopping:  # a closed one is replaced
             publisher = Publisher(
                 settings.nats,
                 subject=settings.subject,
@@ -73,13 +84,12 @@ def shared_publisher(settings: PublisherSettings) -> Publisher:
         return publisher
 
 
-class EagleEyeStatLogger(_StatLoggerBase):  # type: ignore[misc]
-    """vLLM ``StatLoggerBase`` that publishes one snapshot per engine step to NATS.
+class EngineStatLogger(_StatLoggerBase):  # type: ignore[misc]
+    """One engine's (data-parallel rank's) logger: one snapshot per step to NATS.
 
-    vLLM builds it as ``EagleEyeStatLogger(vllm_config, engine_index)``. Library users
-    pass the class to ``AsyncLLM(..., stat_loggers=[EagleEyeStatLogger])``. The simulator
-    and tests pass ``settings`` and ``identity`` explicitly instead of using the
-    environment.
+    Built as ``EngineStatLogger(vllm_config, engine_index)`` by ``EagleEyeStatLogger`` (or
+    by vLLM itself on older versions). The simulator and tests pass ``settings``,
+    ``identity`` and ``publisher`` explicitly instead of using the environment.
     """
 
     def __init__(
@@ -306,16 +316,83 @@ def served_model_name(vllm_config: Any) -> str | None:
 
 
 def kv_capacity_tokens(vllm_config: Any) -> int | None:
-    """KV-cache capacity in tokens once vLLM has sized the cache, else None."""
+    """One engine's (data-parallel rank's) KV-cache capacity in tokens, once vLLM has
+    sized the cache; None before.
+
+    vLLM records ``kv_cache_size_tokens`` per engine where it has it (group-aware, right
+    for hybrid models too). Otherwise ``num_gpu_blocks x block_size``: with tensor
+    parallelism every worker holds every block for its share of the heads, so that is
+    the engine's capacity; with data parallelism the API server's config holds the sum
+    over the engines it talks to, so it is divided by their count.
+    """
     cache = getattr(vllm_config, "cache_config", None)
+    per_engine = getattr(cache, "kv_cache_size_tokens", None)
+    if isinstance(per_engine, int) and per_engine > 0:
+        return per_engine
     blocks = getattr(cache, "num_gpu_blocks", None)
     block_size = getattr(cache, "block_size", None)
     if isinstance(blocks, int) and isinstance(block_size, int) and blocks > 0:
-        return blocks * block_size
+        return blocks * block_size // _engines_in_client(vllm_config)
     return None
+
+
+def _engines_in_client(vllm_config: Any) -> int:
+    """How many data-parallel engines this API server talks to (whose blocks it sums):
+    one behind an external load balancer, the node's local ones in hybrid mode, all."""
+    parallel = getattr(vllm_config, "parallel_config", None)
+    if parallel is None or getattr(parallel, "data_parallel_external_lb", False):
+        return 1
+    if getattr(parallel, "data_parallel_hybrid_lb", False):
+        count = getattr(parallel, "data_parallel_size_local", 1)
+    else:
+        count = getattr(parallel, "data_parallel_size", 1)
+    return count if isinstance(count, int) and count > 0 else 1
 
 
 def _vllm_version() -> str | None:
     module = sys.modules.get("vllm")
     version = getattr(module, "__version__", None)
     return version if isinstance(version, str) else None
+
+
+if _AggregateBase is not None:
+
+    class EagleEyeStatLogger(_AggregateBase):  # type: ignore[misc]
+        """The plugin vLLM loads: one ``EngineStatLogger`` per data-parallel engine.
+
+        vLLM builds it once as ``EagleEyeStatLogger(vllm_config, engine_indexes)``;
+        library users pass the class to ``AsyncLLM(..., stat_loggers=[...])``.
+        """
+
+        def __init__(self, vllm_config: Any = None, engine_indexes: Any = None) -> None:
+            indexes = list(engine_indexes) if engine_indexes else [0]
+            self.engines = {i: EngineStatLogger(vllm_config, i) for i in indexes}
+
+        def record(
+            self,
+            scheduler_stats: Any,
+            iteration_stats: Any,
+            mm_cache_stats: Any = None,
+            engine_idx: int = 0,
+            *args: Any,
+            **kwargs: Any,
+        ) -> None:
+            engine = self.engines.get(engine_idx)
+            if engine is not None:
+                engine.record(scheduler_stats, iteration_stats)
+
+        def log_engine_initialized(self) -> None:
+            for engine in self.engines.values():
+                engine.log_engine_initialized()
+
+        def record_sleep_state(self, sleep: Any = 0, level: Any = 0, *args: Any) -> None:
+            for engine in self.engines.values():
+                engine.record_sleep_state(sleep, level)
+
+        def log(self) -> None:
+            """Periodic hook; snapshots already flow."""
+
+else:
+
+    class EagleEyeStatLogger(EngineStatLogger):  # type: ignore[no-redef]
+        """The plugin vLLM loads where it builds one logger per engine (older vLLM)."""

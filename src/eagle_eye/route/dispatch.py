@@ -15,7 +15,10 @@ benchmark measures the router we ship:
 5. ``complete``: the client's request is over; its ``Outcome`` goes to the observers.
 
 Each step also tells the ``observers`` (``observers.py``). Nothing here does I/O; the
-clock is injected so the offline benchmark can run it in virtual time.
+clock is injected so the offline benchmark can run it in virtual time. A request whose
+``RequestContext.detail`` is set (a sampled trace) also gets its pick explained
+(``Attempt.decision``: the score terms of the candidates, computed before the
+accounting moves them).
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from collections.abc import Callable, Collection, Sequence
 from eagle_eye.fleet.target import Target
 from eagle_eye.fleet.view import FleetView
 from eagle_eye.route.features import RequestFeatures
-from eagle_eye.route.observers import DispatchObserver, Outcome
+from eagle_eye.route.observers import DispatchObserver, Outcome, RequestContext
 from eagle_eye.route.policies import Policy, new_prefill_tokens
+from eagle_eye.route.policies.explain import Decision, explain_pick
 from eagle_eye.route.policies.filters import not_tried_under_limit
 from eagle_eye.route.prefix import PrefixIndex
 from eagle_eye.route.requests import ApiError
@@ -37,7 +41,16 @@ from eagle_eye.route.requests import ApiError
 class Attempt:
     """One try of one request on one target."""
 
-    __slots__ = ("matched_blocks", "number", "policy", "prefill_tokens", "request", "target")
+    __slots__ = (
+        "context",
+        "decision",
+        "matched_blocks",
+        "number",
+        "policy",
+        "prefill_tokens",
+        "request",
+        "target",
+    )
 
     def __init__(
         self,
@@ -48,6 +61,8 @@ class Attempt:
         number: int,
         matched_blocks: int,
         prefill_tokens: float,
+        context: RequestContext | None = None,
+        decision: Decision | None = None,
     ) -> None:
         self.request = request
         self.target = target
@@ -58,6 +73,10 @@ class Attempt:
         """Leading prompt blocks the router believes the target holds."""
         self.prefill_tokens = prefill_tokens
         """Estimated prompt tokens the target must compute; 0 once released."""
+        self.context = context
+        """The client request this attempt serves; None offline (no client)."""
+        self.decision = decision
+        """Why the policy chose ``target``; only when ``context.detail`` asked for it."""
 
 
 class Dispatcher:
@@ -156,12 +175,16 @@ class Dispatcher:
         *,
         tried: Collection[str] = (),
         number: int = 0,
+        context: RequestContext | None = None,
     ) -> Attempt | None:
         """Pick a target and count the request there; None if no untried target is left."""
         candidates = self.candidates(request.model, tried)
         if not candidates:
             return None
         target = policy.pick(request, candidates, self.rng)
+        decision = None
+        if context is not None and context.detail:
+            decision = explain_pick(policy, request, candidates, target)
         hashes = request.prefix_hashes
         matched = 0
         if hashes:
@@ -175,6 +198,8 @@ class Dispatcher:
             number=number,
             matched_blocks=matched,
             prefill_tokens=new_prefill_tokens(request, matched, self.block_chars),
+            context=context,
+            decision=decision,
         )
         self.fleet.on_sent(target, attempt.prefill_tokens)
         self.inflight_total += 1

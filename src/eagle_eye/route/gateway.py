@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import choose_encoder
 
 from eagle_eye.fleet.stats import RouterStats, RouterStatsRecorder
 from eagle_eye.fleet.subscriber import FleetSubscriber
@@ -39,7 +39,7 @@ from eagle_eye.route.features import request_features
 from eagle_eye.route.fleet_doc import fleet_document
 from eagle_eye.route.generate import to_completions_body
 from eagle_eye.route.metrics import RouterMetrics
-from eagle_eye.route.observers import StatsObserver
+from eagle_eye.route.observers import RequestContext, StatsObserver
 from eagle_eye.route.policies import POLICY_NAMES, Policy, make_policies
 from eagle_eye.route.prefix import PrefixIndex
 from eagle_eye.route.prober import Prober
@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _JSON = "application/json"
+_TRACE_HEADERS = ("traceparent", "tracestate")
+"""Passed on as received unless a tracing observer set ``upstream_headers`` (its span)."""
 
 
 def error_response(err: ApiError) -> web.Response:
@@ -210,17 +212,27 @@ class Router:
         self, request: web.Request, operation: Operation, path: str
     ) -> web.StreamResponse:
         observers = self.dispatcher.observers
+        context = RequestContext(
+            operation=operation.value, path=request.path, client_headers=request.headers
+        )
         for o in observers:
-            o.on_request()
+            o.on_request(context)
         try:
-            return await self._route(request, operation, path)
+            return await self._route(request, operation, path, context)
         except ApiError as err:
+            context.status, context.error_type = err.status, err.code or err.type
             for o in observers:
-                o.on_api_error(err.code or err.type)
+                o.on_api_error(context.error_type)
             raise
+        except BaseException as exc:  # a 500 from the middleware, or the client left
+            context.error_type = type(exc).__name__
+            raise
+        finally:
+            for o in observers:
+                o.on_request_end(context)
 
     async def _route(
-        self, request: web.Request, operation: Operation, path: str
+        self, request: web.Request, operation: Operation, path: str, context: RequestContext
     ) -> web.StreamResponse:
         started = time.monotonic()
         self._check_auth(request)
@@ -236,6 +248,7 @@ class Router:
         elif parsed.model is None and model:
             body = dict(body, model=model)
             raw = json.dumps(body).encode()
+        context.model, context.body = model, body
         policy = self._policy_for(request)
         self.dispatcher.admit()
         features = request_features(
@@ -253,9 +266,10 @@ class Router:
             stream=parsed.stream,
             policy=policy,
             features=features,
-            headers=self._upstream_headers(request),
+            headers=self._upstream_headers(request, context),
             started_mono_s=started,
             prompt=prompt,
+            context=context,
         )
         return await self.proxy.handle(request, call)
 
@@ -314,7 +328,7 @@ class Router:
             )
         return policy
 
-    def _upstream_headers(self, request: web.Request) -> dict[str, str]:
+    def _upstream_headers(self, request: web.Request, context: RequestContext) -> dict[str, str]:
         headers = {"Content-Type": _JSON}
         if self.config.upstream_api_key:
             headers["Authorization"] = f"Bearer {self.config.upstream_api_key}"
@@ -325,6 +339,13 @@ class Router:
         request_id = request.headers.get("X-Request-Id")
         if request_id:
             headers["X-Request-Id"] = request_id
+        if context.upstream_headers is not None:
+            headers.update(context.upstream_headers)
+        else:
+            for name in _TRACE_HEADERS:
+                value = request.headers.get(name)
+                if value:
+                    headers[name] = value
         return headers
 
     # -- other endpoints -----------------------------------------------------------------
@@ -357,10 +378,10 @@ class Router:
         return web.json_response(body, status=200 if ok else 503)
 
     async def handle_metrics(self, request: web.Request) -> web.Response:
-        return web.Response(
-            body=generate_latest(self.metrics.registry),
-            headers={"Content-Type": CONTENT_TYPE_LATEST},
-        )
+        """Text format, or OpenMetrics (with trace-id exemplars) when the scraper asks."""
+        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
+        body = encoder(self.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def handle_fleet(self, request: web.Request) -> web.Response:
         self._check_auth(request)

@@ -19,6 +19,11 @@ specifics live under ``eagle_eye_router_*``. Fleet gauges (snapshot age, fleet s
 state, in-flight) are computed at scrape time by a custom collector from the fleet view,
 so the request path never touches them. Label children are cached so the hot path calls
 ``.labels()`` once per new label combination only.
+
+Exemplars: when a trace sampled the request (``RequestContext.exemplar``, set by the
+tracing observer), the duration, TTFT and TPOT observations carry its ``trace_id`` and
+``span_id``; ``/metrics`` shows them in the OpenMetrics exposition (what Prometheus asks
+for when it stores exemplars), so a Grafana panel links a slow bucket to its trace.
 """
 
 from __future__ import annotations
@@ -143,16 +148,20 @@ class RouterMetrics(DispatchObserver):
 
     def on_complete(self, attempt: Attempt, outcome: Outcome) -> None:
         child, model, op = self.child, outcome.model, outcome.operation
+        context = attempt.context
+        exemplar = context.exemplar if context is not None else None
         child(self.requests, model, op, outcome.instance, str(outcome.status)).inc()
-        child(self.duration, model, op, outcome.error_type or "").observe(outcome.duration_s)
+        child(self.duration, model, op, outcome.error_type or "").observe(
+            outcome.duration_s, exemplar
+        )
         if outcome.input_tokens is not None:
             child(self.tokens, model, op, "input").observe(outcome.input_tokens)
         if outcome.output_tokens is not None:
             child(self.tokens, model, op, "output").observe(outcome.output_tokens)
         if outcome.ttft_s is not None:
-            child(self.ttft, model, op).observe(outcome.ttft_s)
+            child(self.ttft, model, op).observe(outcome.ttft_s, exemplar)
         if outcome.tpot_s is not None:
-            child(self.tpot, model, op).observe(outcome.tpot_s)
+            child(self.tpot, model, op).observe(outcome.tpot_s, exemplar)
 
 
 class _FleetCollector(Collector):

@@ -29,11 +29,12 @@ from typing import Any, Final
 import aiohttp
 from aiohttp import web
 
+from eagle_eye.route.answers import AnswerDetail, stream_usage, usage_of
 from eagle_eye.route.config import BACKEND_HEADER, RouterConfig
 from eagle_eye.route.dispatch import Attempt, Dispatcher
 from eagle_eye.route.features import RequestFeatures
 from eagle_eye.route.generate import LegacyStream, legacy_response
-from eagle_eye.route.observers import Outcome
+from eagle_eye.route.observers import Outcome, RequestContext
 from eagle_eye.route.policies import Policy
 from eagle_eye.route.requests import ApiError, Operation
 
@@ -62,6 +63,7 @@ class ClientCall:
     the hot path free of long argument lists."""
 
     __slots__ = (
+        "context",
         "features",
         "headers",
         "model",
@@ -87,6 +89,7 @@ class ClientCall:
         headers: Mapping[str, str],
         started_mono_s: float,
         prompt: str = "",
+        context: RequestContext | None = None,
     ) -> None:
         self.operation = operation
         self.path = path
@@ -98,6 +101,8 @@ class ClientCall:
         self.headers = headers
         self.started_mono_s = started_mono_s
         self.prompt = prompt
+        self.context = context
+        """The observers' view of this request (None: nobody asked)."""
 
 
 class Proxy:
@@ -137,7 +142,9 @@ class Proxy:
         attempts = 1 + max(0, self.config.retries)
         last_error = "no instance could be reached"
         for number in range(attempts):
-            attempt = dispatcher.dispatch(call.features, call.policy, tried=tried, number=number)
+            attempt = dispatcher.dispatch(
+                call.features, call.policy, tried=tried, number=number, context=call.context
+            )
             if attempt is None:
                 break
             target = attempt.target
@@ -200,12 +207,16 @@ class Proxy:
             ) from None
         status = upstream.status
         now = time.monotonic()
-        usage = _usage_of(body) if status == 200 else None
+        usage = usage_of(body) if status == 200 else None
+        detail = None
+        if call.context is not None and call.context.detail:
+            detail = AnswerDetail()
+            detail.read_body(body)
         if call.operation is Operation.GENERATE and status == 200:
             with contextlib.suppress(ValueError):
                 body = legacy_response(call.prompt, json.loads(body))
             content_type = "application/json"
-        self._complete(call, attempt, status, now, usage, None, 0)
+        self._complete(call, attempt, status, now, usage, None, 0, detail=detail)
         headers = {BACKEND_HEADER: target.url}
         if content_type:
             headers["Content-Type"] = content_type
@@ -230,6 +241,7 @@ class Proxy:
         events = 0
         usage: dict[str, Any] | None = None
         error_type: str | None = None
+        detail = AnswerDetail() if call.context is not None and call.context.detail else None
         content = upstream.content
         while True:
             try:
@@ -248,7 +260,9 @@ class Proxy:
                 self.dispatcher.first_token(attempt)
             events += chunk.count(b"data:")
             if b'"usage"' in chunk:
-                usage = _stream_usage(chunk) or usage
+                usage = stream_usage(chunk) or usage
+            if detail is not None:
+                detail.read_chunk(chunk)
             try:
                 await out.write(legacy.feed(chunk) if legacy is not None else chunk)
             except (ConnectionResetError, RuntimeError):
@@ -259,7 +273,9 @@ class Proxy:
                 break
         now = time.monotonic()
         tokens = events - 1 if events > 1 else events  # minus the [DONE] sentinel
-        self._complete(call, attempt, 200, now, usage, first_mono_s, tokens, error_type)
+        self._complete(
+            call, attempt, 200, now, usage, first_mono_s, tokens, error_type, detail=detail
+        )
         if error_type != "client_disconnected":
             with contextlib.suppress(ConnectionResetError, RuntimeError):
                 await out.write_eof()
@@ -289,6 +305,8 @@ class Proxy:
         first_mono_s: float | None,
         stream_events: int,
         error_type: str | None = None,
+        *,
+        detail: AnswerDetail | None = None,
     ) -> None:
         """Report the finished request to the dispatcher's observers."""
         if error_type is None and status >= 400:
@@ -318,26 +336,9 @@ class Proxy:
             tpot_s=tpot_s,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            stream_events=stream_events,
+            response_model=detail.model if detail is not None else None,
+            response_id=detail.id if detail is not None else None,
+            finish_reasons=tuple(detail.finish_reasons) if detail is not None else (),
         )
         self.dispatcher.complete(attempt, outcome)
-
-
-def _usage_of(body: bytes) -> dict[str, Any] | None:
-    if b'"usage"' not in body or len(body) > 4 * 1024 * 1024:
-        return None
-    try:
-        obj = json.loads(body)
-    except ValueError:
-        return None
-    usage = obj.get("usage") if isinstance(obj, dict) else None
-    return usage if isinstance(usage, dict) else None
-
-
-def _stream_usage(chunk: bytes) -> dict[str, Any] | None:
-    """Usage from the last ``data:`` event in ``chunk`` that carries one."""
-    for line in reversed(chunk.split(b"\n")):
-        if line.startswith(b"data:") and b'"usage"' in line:
-            usage = _usage_of(line[5:].strip())
-            if usage is not None:
-                return usage
-    return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from eagle_eye.publish.publisher import Publisher
 from eagle_eye.settings import PublisherSettings, nats_from_env
@@ -100,10 +101,17 @@ class SimFleet:
     """Async context manager running ``config.engines`` simulated engines."""
 
     def __init__(
-        self, config: SimFleetConfig | None = None, *, publisher: Publisher | None = None
+        self,
+        config: SimFleetConfig | None = None,
+        *,
+        publisher: Publisher | None = None,
+        tracer: Any = None,
     ) -> None:
-        """``publisher``: publish through this one (not closed here) instead of ``nats_url``."""
+        """``publisher``: publish through this one (not closed here) instead of ``nats_url``.
+        ``tracer``: an OpenTelemetry ``Tracer``; every engine then records vLLM-shaped
+        engine spans joined to each request's ``traceparent`` (``server/tracing.py``)."""
         self.config = config or SimFleetConfig()
+        self.tracer = tracer
         self.config.validate()
         self.clock = SimClock(self.config.speedup)
         self.publisher: Publisher | None = publisher
@@ -142,6 +150,7 @@ class SimFleet:
                 self.clock,
                 publisher=self.publisher,
                 publisher_settings=settings,
+                tracer=self.tracer,
             )
             for i in range(cfg.engines)
         ]

@@ -39,6 +39,9 @@ class SimRequest:
     """Seeds the generated text (``tokens.generated_text``)."""
     tag: object = None
     """Anything the caller wants back with the result (a trace row, a stream)."""
+    trace: object = None
+    """The trace context the request arrived with (an OpenTelemetry ``Context``) when
+    the HTTP server traces; None when it does not. Never read by the scheduler."""
 
     # -- scheduler state -----------------------------------------------------------------
     status: RequestStatus = RequestStatus.WAITING

@@ -51,8 +51,9 @@ def _identity(instance_id: str, dp_rank: int = 0) -> InstanceIdentity:
 
 def _publish_and_settle(publisher: Publisher, instance_id: str, dp_rank: int, sample: Sample):
     channel = publisher.channel(_identity(instance_id, dp_rank))
-    channel.offer(sample)
+    # Read before the offer: the sender may send it before this thread runs again.
     sent_before = publisher.stats.sent
+    channel.offer(sample)
     # The sample has gone out before the watcher exists, so only SYNC can bring it back.
     assert wait_for(lambda: publisher.stats.sent > sent_before and not channel._unsent, 5.0)
     return channel

@@ -14,7 +14,7 @@ import pytest
 
 from eagle_eye.publish.channel import InstanceIdentity
 from eagle_eye.publish.publisher import Publisher
-from eagle_eye.publish.vllm_plugin import EagleEyeStatLogger, served_model_name
+from eagle_eye.publish.vllm_plugin import EngineStatLogger, kv_capacity_tokens, served_model_name
 from eagle_eye.settings import NatsSettings, publisher_from_env
 from eagle_eye.snapshot import EngineState
 from support import wait_for
@@ -47,11 +47,11 @@ def iteration(**kw: Any) -> SimpleNamespace:
 
 
 @pytest.fixture
-def logger() -> EagleEyeStatLogger:
-    return EagleEyeStatLogger(None, 0, identity=IDENTITY, publisher=Publisher(None))
+def logger() -> EngineStatLogger:
+    return EngineStatLogger(None, 0, identity=IDENTITY, publisher=Publisher(None))
 
 
-def test_record_maps_and_accumulates_vllm_stats(logger: EagleEyeStatLogger) -> None:
+def test_record_maps_and_accumulates_vllm_stats(logger: EngineStatLogger) -> None:
     logger.record(scheduler(), iteration())
     logger.record(scheduler(num_running_reqs=4), iteration(), None, 0)  # 0.10+ signature
     assert logger.channel is not None
@@ -65,7 +65,7 @@ def test_record_maps_and_accumulates_vllm_stats(logger: EagleEyeStatLogger) -> N
     assert latest.state is EngineState.READY
 
 
-def test_old_field_names_and_missing_fields_are_tolerated(logger: EagleEyeStatLogger) -> None:
+def test_old_field_names_and_missing_fields_are_tolerated(logger: EngineStatLogger) -> None:
     old = SimpleNamespace(num_running_reqs=1, num_waiting_reqs=0, gpu_cache_usage=0.25)
     logger.record(old, SimpleNamespace(num_generation_tokens=1))
     assert logger.channel is not None
@@ -76,7 +76,7 @@ def test_old_field_names_and_missing_fields_are_tolerated(logger: EagleEyeStatLo
 
 
 def test_prompt_tokens_come_from_prompt_token_stats_in_new_vllm(
-    logger: EagleEyeStatLogger,
+    logger: EngineStatLogger,
 ) -> None:
     it = iteration(num_prompt_tokens=None, prompt_token_stats=SimpleNamespace(computed=30))
     logger.record(scheduler(), it)
@@ -84,7 +84,7 @@ def test_prompt_tokens_come_from_prompt_token_stats_in_new_vllm(
 
 
 def test_garbage_stats_never_raise_into_the_engine(
-    logger: EagleEyeStatLogger, caplog: pytest.LogCaptureFixture
+    logger: EngineStatLogger, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
     logger.record(SimpleNamespace(num_running_reqs="many"), object())
@@ -94,7 +94,7 @@ def test_garbage_stats_never_raise_into_the_engine(
     assert len([r for r in caplog.records if "could not read vLLM stats" in r.message]) == 1
 
 
-def test_log_engine_initialized_learns_kv_capacity(logger: EagleEyeStatLogger) -> None:
+def test_log_engine_initialized_learns_kv_capacity(logger: EngineStatLogger) -> None:
     logger._vllm_config = SimpleNamespace(
         cache_config=SimpleNamespace(num_gpu_blocks=100, block_size=16)
     )
@@ -103,7 +103,45 @@ def test_log_engine_initialized_learns_kv_capacity(logger: EagleEyeStatLogger) -
     assert logger.channel.identity.kv_capacity_tokens == 1600
 
 
-def test_sleeping_engine_is_published_as_draining(logger: EagleEyeStatLogger) -> None:
+def _config(**parallel: object) -> SimpleNamespace:
+    return SimpleNamespace(
+        cache_config=SimpleNamespace(num_gpu_blocks=400, block_size=16),
+        parallel_config=SimpleNamespace(**parallel),
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "tokens"),
+    [
+        # The API server sums the blocks of the engines it talks to; a rank has its share.
+        (_config(data_parallel_size=4, data_parallel_size_local=2), 1600),
+        (
+            _config(data_parallel_size=4, data_parallel_size_local=2, data_parallel_hybrid_lb=True),
+            3200,
+        ),
+        (_config(data_parallel_size=4, data_parallel_external_lb=True), 6400),
+        # Tensor parallelism shards heads, not blocks: every block holds block_size tokens.
+        (_config(data_parallel_size=1, tensor_parallel_size=4), 6400),
+        # vLLM's own per-engine figure wins where it has one (right for hybrid models too).
+        (
+            SimpleNamespace(
+                cache_config=SimpleNamespace(
+                    num_gpu_blocks=400, block_size=16, kv_cache_size_tokens=5000
+                ),
+                parallel_config=SimpleNamespace(data_parallel_size=4),
+            ),
+            5000,
+        ),
+        (SimpleNamespace(cache_config=SimpleNamespace(num_gpu_blocks=None, block_size=16)), None),
+    ],
+)
+def test_kv_capacity_is_per_engine_under_data_and_tensor_parallelism(
+    config: SimpleNamespace, tokens: int | None
+) -> None:
+    assert kv_capacity_tokens(config) == tokens
+
+
+def test_sleeping_engine_is_published_as_draining(logger: EngineStatLogger) -> None:
     logger.record_sleep_state(1, 1)  # vLLM passes 1 when going to sleep
     assert logger.channel is not None and logger.channel.latest.state is EngineState.DRAINING
     logger.record_sleep_state(0, 0)
@@ -115,7 +153,7 @@ def test_without_a_nats_url_the_plugin_is_inert_and_says_so_once(
 ) -> None:
     monkeypatch.delenv("EAGLE_EYE_NATS_URL", raising=False)
     caplog.set_level(logging.INFO, logger="eagle_eye")
-    plugin = EagleEyeStatLogger(None, 0)
+    plugin = EngineStatLogger(None, 0)
     plugin.record(scheduler(), iteration())
     assert plugin.channel is None
     assert [r.message for r in caplog.records] == [
@@ -128,7 +166,7 @@ def test_malformed_url_gives_one_clear_error_and_no_exception(
 ) -> None:
     monkeypatch.setenv("EAGLE_EYE_NATS_URL", "localhost:4222")
     caplog.set_level(logging.INFO, logger="eagle_eye")
-    plugin = EagleEyeStatLogger(None, 0)
+    plugin = EngineStatLogger(None, 0)
     plugin.record(scheduler(), iteration())
     assert plugin.channel is None
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -145,7 +183,7 @@ def test_env_configured_plugin_publishes_with_vllm_config_identity(
         model_config=SimpleNamespace(served_model_name=["served", "alias"], model="/m"),
         cache_config=SimpleNamespace(num_gpu_blocks=None, block_size=16),
     )
-    plugin = EagleEyeStatLogger(config, 1)
+    plugin = EngineStatLogger(config, 1)
     assert plugin.channel is not None
     ident = plugin.channel.identity
     assert (ident.model, ident.endpoint, ident.dp_rank) == ("served", "http://10.0.0.9:8000", 1)

@@ -8,14 +8,14 @@ import subprocess
 import sys
 import urllib.request
 
-from support import free_tcp_port_block, wait_for
+from support import NOT_LISTENING_YET, free_tcp_port_block, wait_for
 
 
 def _get(url: str) -> int:
     try:
         with urllib.request.urlopen(url, timeout=2) as r:
             return int(r.status)
-    except OSError:
+    except NOT_LISTENING_YET:
         return 0
 
 

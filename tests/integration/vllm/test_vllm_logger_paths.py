@@ -123,9 +123,39 @@ def test_explicit_stat_loggers_argument_publishes(script_run: ScriptRun) -> None
     assert phase.result["plugin_factories"] == []
     assert phase.result["instances"] == 1 and phase.result["publishing"] == [True]
     assert phase.result["connected"] is True and phase.result["record_errors"] == 0
-    snapshots = script_run.snapshots
-    assert snapshots and {s.instance_id for s in snapshots} == {"explicit-stat-loggers"}
+    # Only the phases with a NATS URL published (no-url and bad-url sent nothing).
+    assert {s.instance_id for s in script_run.snapshots} == {
+        "explicit-stat-loggers",
+        "dp-stat-loggers",
+    }
+    snapshots = [s for s in script_run.snapshots if s.instance_id == "explicit-stat-loggers"]
+    assert snapshots
     busy = [s for s in snapshots if s.running]
     assert busy[-1].running == 32 and busy[-1].waiting == 6 + 1  # deferred ones included
     assert busy[-1].kv_usage == 0.63 and busy[-1].model == "tiny-llama"
     assert snapshots[-1].state is EngineState.STOPPING
+
+
+def test_data_parallel_ranks_publish_their_own_capacity_and_sleep_state(
+    script_run: ScriptRun,
+) -> None:
+    phase = script_run.phases["data-parallel"]
+    result = phase.result
+    assert result["instances"] == 2 and result["dp_ranks"] == [0, 1]
+    assert result["record_errors"] == 0
+    assert result["sent_before_sleep"] and result["sent_after_sleep"] and result["sent_after_wake"]
+    ours = [s for s in script_run.snapshots if s.instance_id == "dp-stat-loggers"]
+    per_engine = result["blocks_per_engine"] * result["block_size"]
+    for rank in (0, 1):
+        rank_snapshots = [s for s in ours if s.dp_rank == rank]
+        # Each rank advertises its own engine's capacity, not the API server's sum.
+        assert {
+            s.kv_capacity_tokens for s in rank_snapshots if s.state is not EngineState.LOADING
+        } == {per_engine}
+        assert max(s.running for s in rank_snapshots) == 4 + rank
+        states = [s.state for s in rank_snapshots]
+        # vLLM's sleep and wake reach each engine's logger (its per-engine wrapper would
+        # drop them): ready, then draining while asleep, then ready again.
+        assert EngineState.DRAINING in states
+        asleep = states.index(EngineState.DRAINING)
+        assert EngineState.READY in states[:asleep] and EngineState.READY in states[asleep:]

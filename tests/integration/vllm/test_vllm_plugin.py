@@ -160,10 +160,9 @@ def test_load_is_served_and_every_step_is_accounted_for(load_run: LoadRun) -> No
     )
     # And messages do come per step.
     assert steps > 0
-    # Seen on 2 busy cores: 145 messages for 145 steps, and 126 for 145 when vLLM kept
-    # both cores busy (the sender thread shares the GIL with vLLM's API server and
-    # coalesces by design). The exact token sums above prove no step is lost.
-    assert len(messages) >= 0.8 * steps, f"{len(messages)} messages for {steps:.0f} steps"
+    # The sender wakes just after each expected step (it measures the step period), so
+    # coalescing is rare; the exact token sums above prove no step is lost anyway.
+    assert len(messages) >= 0.9 * steps, f"{len(messages)} messages for {steps:.0f} steps"
     seqs = [s.seq for s in load_run.feed.snapshots]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
 

@@ -7,10 +7,12 @@ from typing import Any
 from eagle_eye.bench.publisher_timing import (
     P99_GOAL_US,
     RATIO_GOAL,
+    TOTAL_RATIO_GOAL,
     Timings,
     goals_met,
     measure_interleaved,
     phase_keys,
+    total_goal_met,
 )
 
 PHASE_KEYS = {
@@ -35,6 +37,13 @@ PHASE_KEYS = {
     "nats_down_record_us_max",
     "nats_down_vllm_prometheus_us_p50",
     "nats_down_ratio_p50",
+    "total_cpu_us_per_step",
+    "vllm_prometheus_us_mean",
+    "total_ratio",
+    "nats_down_total_cpu_us_per_step",
+    "nats_down_vllm_prometheus_us_mean",
+    "nats_down_total_ratio",
+    "sender_wakeups_per_step",
 }
 
 
@@ -75,6 +84,12 @@ def test_phase_keys_are_the_json_numbers_in_microseconds() -> None:
     )
     assert keys["noise_floor_us_max"] == 0.1
     assert keys["sender_cpu_us_per_step"] == 100.0
+    # record() 2 us + sender 100 us per step, against vLLM's 20 us.
+    assert keys["total_cpu_us_per_step"] == 102.0 and keys["total_ratio"] == 5.1
+    assert keys["nats_down_total_ratio"] == 5.15
+    assert not total_goal_met(keys)
+    cheap = {**keys, "total_ratio": TOTAL_RATIO_GOAL, "nats_down_total_ratio": 0.1}
+    assert total_goal_met(cheap)
     assert goals_met(keys)
     assert not goals_met({**keys, "nats_down_ratio_p50": RATIO_GOAL * 2})
     assert not goals_met({**keys, "record_us_p99": P99_GOAL_US + 1})

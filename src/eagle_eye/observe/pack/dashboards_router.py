@@ -1,5 +1,9 @@
 """The router dashboard: traffic, client-side latency, routing decisions, freshness.
 
+The p99 latency queries fetch exemplars: the router attaches the trace id of sampled
+requests to its latency histograms, so a dot on those graphs opens the request's trace
+(router span, engine span, queue/prefill/decode; docs/tracing.md).
+
 The router labels upstream engines ``instance``; Prometheus renames that to
 ``exported_instance`` because ``instance`` is the scrape target's own label.
 """
@@ -80,6 +84,7 @@ ROUTER: Final = Dashboard(
                         q(
                             f'histogram_quantile({x}, sum by (le) (rate(gen_ai_server_time_to_first_token_seconds_bucket{{{_ROUTER_MODEL}, instance=~"$instance"}}[{RATE}])))',
                             f"p{round(x * 100)}",
+                            exemplar=x == 0.99,  # a slow request links to its trace
                         )
                         for x in (0.5, 0.99)
                     ),
@@ -92,6 +97,7 @@ ROUTER: Final = Dashboard(
                         q(
                             f'histogram_quantile({x}, sum by (le) (rate(gen_ai_server_time_per_output_token_seconds_bucket{{{_ROUTER_MODEL}, instance=~"$instance"}}[{RATE}])))',
                             f"p{round(x * 100)}",
+                            exemplar=x == 0.99,  # a slow request links to its trace
                         )
                         for x in (0.5, 0.99)
                     ),
@@ -104,6 +110,7 @@ ROUTER: Final = Dashboard(
                         q(
                             f'histogram_quantile({x}, sum by (le) (rate(gen_ai_server_request_duration_seconds_bucket{{{_ROUTER_MODEL}, instance=~"$instance"}}[{RATE}])))',
                             f"p{round(x * 100)}",
+                            exemplar=x == 0.99,  # a slow request links to its trace
                         )
                         for x in (0.5, 0.99)
                     ),

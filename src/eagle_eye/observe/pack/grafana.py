@@ -53,6 +53,10 @@ class Query:
     """Legend template; empty lets Grafana name the series (``__auto``)."""
     instant: bool = False
     """One value now (tables) rather than a range."""
+    exemplar: bool = False
+    """Also fetch the series' exemplars: with the router's trace-id exemplars, a dot on
+    the graph links to the trace (Grafana's Prometheus data source, ``exemplarTraceIdDestinations``
+    on label ``trace_id``; Prometheus with ``--enable-feature=exemplar-storage``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +103,8 @@ class Dashboard:
     links: tuple[str, ...] = field(default=())
 
 
-def q(expr: str, legend: str = "", *, instant: bool = False) -> Query:
-    return Query(expr, legend, instant)
+def q(expr: str, legend: str = "", *, instant: bool = False, exemplar: bool = False) -> Query:
+    return Query(expr, legend, instant, exemplar)
 
 
 _PanelBuilder: TypeAlias = (
@@ -160,6 +164,8 @@ def _target(query: Query, ref_id: str, kind: PanelKind) -> prometheus.Dataquery:
         target.instant()
     else:
         target.range()
+    if query.exemplar:
+        target.exemplar(True)
     if kind in _QUERY_FORMATS:
         target.format(_QUERY_FORMATS[kind])
     return target

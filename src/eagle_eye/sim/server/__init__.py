@@ -3,7 +3,7 @@
 * ``process``: ``SimEngineServer``: start/stop, the faults (kill, restart, draining),
   publishing through the real plugin, admission of requests
 * ``loop``: ``EngineLoop``: steps the ``EngineCore`` in scaled real time and records
-  every step to ``/metrics`` and to ``EagleEyeStatLogger.record()``
+  every step to ``/metrics`` and to the vLLM plugin's ``EngineStatLogger.record()``
 * ``connections``: the open connections a kill resets
 * ``spec``: ``EngineSpec``, what defines an engine
 * ``api``: the routes, one module per API flavour (OpenAI, vLLM legacy, SGLang)

@@ -4,7 +4,7 @@
 order, plans a step, sleeps on the ``SimClock`` until the step ends, completes it, then
 fans the step out: wake the streams whose requests got tokens, fold the step into
 ``/metrics``, and hand the step's vLLM-shaped stats to the real
-``EagleEyeStatLogger.record()`` (the plugin that runs inside vLLM), which publishes the
+``EngineStatLogger.record()`` (the plugin that runs inside vLLM), which publishes the
 snapshot. One loop lives as long as one engine process: a restart builds a new one.
 
 HTTP handlers talk to it through ``submit`` (queue a request), ``tokens`` (text as the
@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
-from eagle_eye.publish.vllm_plugin import EagleEyeStatLogger
+from eagle_eye.publish.vllm_plugin import EngineStatLogger
 from eagle_eye.sim.clock import SimClock
 from eagle_eye.sim.engine import EngineCore
 from eagle_eye.sim.metrics import EngineMetrics
@@ -47,7 +47,7 @@ class EngineLoop:
         self.clock = clock
         self.name = name
         """The instance id: names the task and errors."""
-        self.stat_logger: EagleEyeStatLogger | None = None
+        self.stat_logger: EngineStatLogger | None = None
         """The plugin each step is recorded to; None: no publishing."""
         self._pending: deque[SimRequest] = deque()
         """Admitted requests not yet handed to the core, in arrival order."""
@@ -85,7 +85,7 @@ class EngineLoop:
         for req in [*self.core.running, *self.core.waiting, *self._pending]:
             self.abort(req)
 
-    async def tokens(self, req: SimRequest) -> AsyncIterator[str]:
+    async def tokens(self, req: SimRequest) -> AsyncGenerator[str, None]:
         """Text as the engine produces it; aborts the request if the client goes away."""
         stream = req.tag
         assert isinstance(stream, TokenSignal)

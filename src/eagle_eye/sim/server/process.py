@@ -12,19 +12,23 @@ is the one a real engine has, including the ways it goes wrong:
 * ``set_draining()``: finish what runs, refuse new work with 503, publish ``draining``.
 
 Requests reach the engine through ``admit`` (HTTP handlers) or ``submit_local``
-(benchmarks and tests, no HTTP).
+(benchmarks and tests, no HTTP). Given an OpenTelemetry ``tracer``, the server records
+vLLM-shaped engine spans for the requests it serves over HTTP, joined to the trace in
+their ``traceparent`` (``tracing.py``); without one it never imports OpenTelemetry.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from eagle_eye.publish.channel import InstanceIdentity
 from eagle_eye.publish.publisher import Publisher
-from eagle_eye.publish.vllm_plugin import EagleEyeStatLogger
+from eagle_eye.publish.vllm_plugin import EngineStatLogger
 from eagle_eye.settings import PublisherSettings
 from eagle_eye.sim import protocol
 from eagle_eye.sim.clock import SimClock
@@ -39,6 +43,9 @@ from eagle_eye.sim.server.spec import EngineSpec
 from eagle_eye.sim.tokens import eos_position
 from eagle_eye.snapshot import EngineState
 
+if TYPE_CHECKING:
+    from eagle_eye.sim.server.tracing import EngineTracer
+
 _MAX_BODY_BYTES = 64 * 2**20
 
 
@@ -52,7 +59,9 @@ class SimEngineServer:
         *,
         publisher: Publisher | None = None,
         publisher_settings: PublisherSettings | None = None,
+        tracer: Any = None,
     ) -> None:
+        """``tracer``: an OpenTelemetry ``Tracer`` for engine spans; None: no tracing."""
         self.spec = spec
         self.clock = clock
         self._publisher = publisher
@@ -67,6 +76,13 @@ class SimEngineServer:
         self._connections = ConnectionTracker()
         self._seq = 0
         """Requests admitted so far (request ids keep counting across restarts)."""
+        self.tracer: EngineTracer | None = None
+        if tracer is not None:
+            from eagle_eye.sim.server.tracing import EngineTracer
+
+            self.tracer = EngineTracer(
+                tracer, clock, model=spec.model, instance_id=spec.instance_id
+            )
 
     # -- identity --------------------------------------------------------------------------
 
@@ -92,7 +108,7 @@ class SimEngineServer:
         return self.loop.metrics
 
     @property
-    def stat_logger(self) -> EagleEyeStatLogger | None:
+    def stat_logger(self) -> EngineStatLogger | None:
         """The plugin instance this process publishes through (None when not publishing)."""
         return self.loop.stat_logger
 
@@ -142,7 +158,7 @@ class SimEngineServer:
             kv_capacity_tokens=self.spec.profile.kv_capacity_tokens,
         )
         settings = self._publisher_settings or PublisherSettings(nats=None)
-        logger = EagleEyeStatLogger(
+        logger = EngineStatLogger(
             None, 0, settings=settings, identity=identity, publisher=self._publisher
         )
         self.loop.stat_logger = logger
@@ -196,12 +212,16 @@ class SimEngineServer:
 
     # -- requests --------------------------------------------------------------------------
 
-    def admit(self, order: protocol.WorkOrder) -> SimRequest:
+    def admit(
+        self, order: protocol.WorkOrder, trace_headers: Mapping[str, str] | None = None
+    ) -> SimRequest:
         """Queue a parsed request as vLLM's front end would.
 
         503 while draining or stopped; 400 when the prompt fills the context. A
         ``max_tokens`` beyond the context left is capped to it (vLLM 0.10+), and without
         ``ignore_eos`` the simulated model stops at a drawn EOS position.
+        ``trace_headers``: the HTTP request's headers, read for ``traceparent`` when the
+        server traces.
         """
         if self.draining or not self.running:
             raise protocol.BadRequest(
@@ -231,6 +251,7 @@ class SimEngineServer:
             eos_after=eos,
             text_key=order.key,
             tag=TokenSignal(),
+            trace=self.tracer.parent_of(trace_headers) if self.tracer is not None else None,
         )
         try:
             core.check(req.prompt_tokens, req.max_tokens)
@@ -262,4 +283,15 @@ class SimEngineServer:
 
     def tokens(self, req: SimRequest) -> AsyncIterator[str]:
         """Text as the engine produces it; aborts ``req`` if the consumer goes away."""
-        return self.loop.tokens(req)
+        if self.tracer is None or req.trace is None:
+            return self.loop.tokens(req)
+        return self._traced_tokens(req, self.tracer)
+
+    async def _traced_tokens(self, req: SimRequest, tracer: EngineTracer) -> AsyncIterator[str]:
+        """``loop.tokens``, then the request's spans once it is over (however it ended)."""
+        try:
+            async with contextlib.aclosing(self.loop.tokens(req)) as stream:
+                async for text in stream:
+                    yield text
+        finally:
+            tracer.record(req)

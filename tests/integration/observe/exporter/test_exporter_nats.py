@@ -16,7 +16,7 @@ from eagle_eye import subjects
 from eagle_eye.observe.exporter.cli import Exporter
 from eagle_eye.settings import nats_from_env
 from eagle_eye.snapshot import Snapshot, encode
-from support import async_wait_for, free_tcp_port, wait_for
+from support import NOT_LISTENING_YET, async_wait_for, free_tcp_port, wait_for
 
 EAGLE_EYE = [sys.executable, "-c", "from eagle_eye.cli import main; main()"]
 
@@ -113,7 +113,7 @@ def test_the_cli_serves_metrics_and_stops_on_sigterm(nats_url: str, tmp_path: Pa
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1) as r:
                     return b"eagle_eye_exporter_nats_connected" in r.read()
-            except OSError:
+            except NOT_LISTENING_YET:
                 return False
 
         assert wait_for(up, timeout_s=20, interval_s=0.1), (tmp_path / "exporter.log").read_text()

@@ -9,7 +9,7 @@ response (``openai_errors``), as vLLM answers.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -60,8 +60,11 @@ class ServedEngine(Protocol):
     @property
     def metrics(self) -> EngineMetrics: ...
 
-    def admit(self, order: protocol.WorkOrder) -> SimRequest:
-        """Queue a request; raises ``protocol.BadRequest`` (503 while draining)."""
+    def admit(
+        self, order: protocol.WorkOrder, trace_headers: Mapping[str, str] | None = None
+    ) -> SimRequest:
+        """Queue a request; raises ``protocol.BadRequest`` (503 while draining).
+        ``trace_headers`` carry the caller's ``traceparent`` (engine spans join it)."""
         ...
 
     def tokens(self, req: SimRequest) -> AsyncIterator[str]:

@@ -65,7 +65,7 @@ class OpenAIRoutes:
     async def _serve(
         self, request: web.Request, order: protocol.WorkOrder, *, chat: bool
     ) -> web.StreamResponse:
-        req = self.engine.admit(order)
+        req = self.engine.admit(order, request.headers)
         reply = _Reply(
             model=self.engine.spec.model,
             created=int(time.time()),

@@ -5,7 +5,7 @@ built-in text and the weights are random (fixed seed), so the same files come ou
 every machine. Run with the vLLM virtualenv's python (it has torch, transformers and
 tokenizers):
 
-    python make_tiny_model.py OUT_DIR
+    python tiny_model.py OUT_DIR     (eagle_eye.bench.vllm_server.ensure_tiny_model does this)
 
 head_dim is 32 because the CPU attention backend supports only some head sizes (16 starts
 but kills the engine on the first request).

@@ -1,0 +1,257 @@
+"""``eagle-eye bench plugin-ab``: does ``vllm serve`` serve as fast with the plugin as without?
+
+Two real vLLM servers (CPU build, the tiny model, identical flags) run side by side: one
+loads Eagle Eye's stat logger and publishes every step to a real nats-server (with a
+subscriber draining it), the other has vLLM's plugin allow-list set so the plugin is not
+loaded at all. They take turns serving the same burst of streaming completions, in an
+order shuffled per repeat (seeded), so drift in the machine's load hits both arms alike.
+Each burst reports throughput, TTFT p50 and ITL p50 as the client saw them; the result is
+each arm's mean with a 95% interval and, per repeat, the plugin arm's change against the
+baseline run next to it (paired), with its own interval.
+
+A run is valid only if every request succeeded and vLLM's own generation counter grew by
+exactly the tokens the client received (the load reached the engine as intended); the
+client's CPU share is reported so a reader can see the load generator was not the
+bottleneck. The command exits 1 on an invalid run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from eagle_eye.bench.intervals import mean_ci95
+from eagle_eye.bench.stream_load import BurstResult, run_burst
+from eagle_eye.bench.vllm_server import (
+    SERVED_MODEL_NAME,
+    VllmServer,
+    ensure_tiny_model,
+    start_vllm_server,
+)
+from eagle_eye.bus.embedded import EmbeddedNats
+from eagle_eye.fleet.subscriber import FleetSubscriber
+from eagle_eye.fleet.view import FleetView
+from eagle_eye.settings import NatsSettings
+from eagle_eye.snapshot import Snapshot
+
+ARMS = ("plugin", "baseline")
+INSTANCE_ID = "ab-plugin"
+THROUGHPUT_GOAL = 0.01
+"""The plugin may cost at most 1% of throughput (mean paired change)."""
+_METRICS = ("throughput_tok_s", "ttft_p50_ms", "itl_p50_ms")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbOptions:
+    repeats: int
+    requests: int
+    concurrency: int
+    max_tokens: int
+    seed: int
+    vllm_python: str
+
+
+@dataclass(slots=True)
+class Burst:
+    arm: str
+    result: BurstResult
+    engine_tokens: float
+    """Generation tokens vLLM counted during the burst."""
+    engine_steps: float
+    messages: int
+    """Snapshots the plugin published during the burst (0 for the baseline)."""
+
+
+async def _burst(server: VllmServer, arm: str, options: AbOptions, counter: list[int]) -> Burst:
+    before = await asyncio.to_thread(server.metrics)
+    sent_before = counter[0]
+    result = await run_burst(
+        server.url,
+        SERVED_MODEL_NAME,
+        requests=options.requests,
+        concurrency=options.concurrency,
+        max_tokens=options.max_tokens,
+        tag=arm,
+    )
+    after = await asyncio.to_thread(server.metrics)
+
+    def delta(name: str) -> float:
+        return after.get(name, 0.0) - before.get(name, 0.0)
+
+    return Burst(
+        arm=arm,
+        result=result,
+        engine_tokens=delta("vllm:generation_tokens_total"),
+        engine_steps=delta("vllm:iteration_tokens_total_count"),
+        messages=counter[0] - sent_before if arm == "plugin" else 0,
+    )
+
+
+async def _measure(
+    servers: dict[str, VllmServer], nats_url: str, options: AbOptions
+) -> list[Burst]:
+    """Warm each server up, then ``repeats`` rounds of one burst per arm, order shuffled."""
+    counter = [0]
+
+    def count(snapshot: Snapshot) -> None:
+        if snapshot.instance_id == INSTANCE_ID:
+            counter[0] += 1
+
+    subscriber = FleetSubscriber(
+        NatsSettings(servers=(nats_url,)), FleetView(), client_name="bench-plugin-ab"
+    )
+    subscriber.listeners.append(count)
+    await subscriber.start(wait_s=10.0)
+    rng = random.Random(options.seed)
+    bursts: list[Burst] = []
+    try:
+        for arm in ARMS:
+            await _burst(servers[arm], arm, options, counter)  # warm-up, not counted
+        for _ in range(options.repeats):
+            order = list(ARMS)
+            rng.shuffle(order)
+            for arm in order:
+                bursts.append(await _burst(servers[arm], arm, options, counter))
+    finally:
+        await subscriber.close()
+    return bursts
+
+
+def _arm_summary(bursts: list[Burst]) -> dict[str, Any]:
+    return {
+        metric: mean_ci95([getattr(b.result, metric) for b in bursts]).as_dict()
+        for metric in _METRICS
+    }
+
+
+def summarize(bursts: list[Burst]) -> dict[str, Any]:
+    """The JSON report from the bursts (pure): per-arm intervals, paired changes, validity."""
+    by_arm = {arm: [b for b in bursts if b.arm == arm] for arm in ARMS}
+    pairs = list(zip(by_arm["plugin"], by_arm["baseline"], strict=True))
+    paired = {
+        f"{metric}_change": mean_ci95(
+            [getattr(p.result, metric) / getattr(b.result, metric) - 1.0 for p, b in pairs]
+        ).as_dict()
+        for metric in _METRICS
+    }
+    change = paired["throughput_tok_s_change"]
+    plugin_steps = sum(b.engine_steps for b in by_arm["plugin"])
+    valid = all(b.result.errors == 0 and b.engine_tokens == b.result.output_tokens for b in bursts)
+    return {
+        "arms": {arm: _arm_summary(arm_bursts) for arm, arm_bursts in by_arm.items()},
+        "paired": paired,
+        "plugin_messages_per_step": round(
+            sum(b.messages for b in by_arm["plugin"]) / plugin_steps, 3
+        )
+        if plugin_steps
+        else None,
+        "validity": {
+            "valid": valid,
+            "errors": sum(b.result.errors for b in bursts),
+            "client_tokens_equal_engine_tokens": all(
+                b.engine_tokens == b.result.output_tokens for b in bursts
+            ),
+            "client_cpu_share_max": round(
+                max(b.result.client_cpu_s / b.result.wall_s for b in bursts), 3
+            ),
+        },
+        "goal": {"throughput_loss_max": THROUGHPUT_GOAL},
+        "goal_met": bool(
+            valid
+            and change["ci95_low"] <= 0.0 <= change["ci95_high"]
+            and change["mean"] > -THROUGHPUT_GOAL
+        ),
+    }
+
+
+def run_ab(options: AbOptions, *, max_num_seqs: int) -> dict[str, Any]:
+    """Start both servers, measure, stop them; the report."""
+    model_dir = ensure_tiny_model(options.vllm_python)
+    args = ["--max-num-seqs", str(max_num_seqs)]
+    with tempfile.TemporaryDirectory(prefix="eagle-eye-ab-") as tmp, EmbeddedNats() as nats:
+        env = {
+            "EAGLE_EYE_NATS_URL": nats.url,
+            "EAGLE_EYE_INSTANCE_ID": INSTANCE_ID,
+            "EAGLE_EYE_ENDPOINT": "http://127.0.0.1:8000",
+        }
+        servers: dict[str, VllmServer] = {}
+        try:
+            servers["plugin"] = start_vllm_server(
+                options.vllm_python, model_dir, Path(tmp), name="plugin", env=env, extra_args=args
+            )
+            servers["baseline"] = start_vllm_server(
+                options.vllm_python, model_dir, Path(tmp), name="baseline", plugins=False,
+                extra_args=args,
+            )  # fmt: skip
+            bursts = asyncio.run(_measure(servers, nats.url, options))
+        finally:
+            for server in servers.values():
+                server.stop()
+    report = summarize(bursts)
+    report.update(
+        repeats=options.repeats,
+        requests=options.requests,
+        concurrency=options.concurrency,
+        max_tokens=options.max_tokens,
+        max_num_seqs=max_num_seqs,
+        seed=options.seed,
+        load_avg_1m=round(os.getloadavg()[0], 2),
+        order="per repeat, both arms in a seeded random order",
+    )
+    return report
+
+
+@click.command("plugin-ab")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the default).")
+@click.option("--repeats", type=click.IntRange(min=2), default=6, show_default=True)
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), default=16, show_default=True,
+    help="Streaming requests per burst (also vLLM's --max-num-seqs).",
+)  # fmt: skip
+@click.option(
+    "--requests", type=click.IntRange(min=1), default=64, show_default=True,
+    help="Requests per burst (a few seconds of work, so one burst is not noise).",
+)  # fmt: skip
+@click.option(
+    "--max-tokens", type=click.IntRange(min=2, max=200), default=200, show_default=True,
+    help="Tokens per request (the tiny model's context is 256).",
+)  # fmt: skip
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--vllm-python",
+    envvar="EAGLE_EYE_VLLM_PYTHON",
+    required=True,
+    help="Python of a venv with vLLM (scripts/vllm_env.sh --print-python).",
+)
+def plugin_ab(
+    as_json: bool,
+    repeats: int,
+    requests: int,
+    concurrency: int,
+    max_tokens: int,
+    seed: int,
+    vllm_python: str,
+) -> None:
+    """vLLM with the plugin publishing vs without it: throughput, TTFT, ITL (A/B)."""
+    options = AbOptions(
+        repeats=repeats,
+        requests=requests,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        seed=seed,
+        vllm_python=vllm_python,
+    )
+    report = run_ab(options, max_num_seqs=concurrency)
+    click.echo(json.dumps(report, indent=None if as_json else 2, sort_keys=True))
+    if not report["validity"]["valid"]:
+        click.echo("plugin-ab: invalid run (errors or lost tokens); see validity", err=True)
+        sys.exit(1)
