@@ -25,6 +25,7 @@ from typing import Final
 import aiohttp
 
 from eagle_eye.bench.processes import free_tcp_port, stop_process_group
+from eagle_eye.children import own_process_group
 from eagle_eye.errors import EagleEyeError
 
 DEFAULT_PEER_POLICIES: Final[dict[str, tuple[str, ...]]] = {
@@ -138,7 +139,7 @@ class PeerRouter:
         )
         # Starting a child is quick and done once per run; not worth a thread.
         self._proc = subprocess.Popen(  # noqa: ASYNC220
-            argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            argv, stdout=self._log, stderr=subprocess.STDOUT, **own_process_group()
         )
         self.url = f"http://127.0.0.1:{port}"
         try:

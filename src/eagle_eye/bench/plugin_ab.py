@@ -4,8 +4,10 @@ Two real vLLM servers (CPU build, the tiny model, identical flags) run side by s
 loads Eagle Eye's stat logger and publishes every step to a real nats-server (with a
 subscriber draining it), the other has vLLM's plugin allow-list set so the plugin is not
 loaded at all. They take turns serving the same burst of streaming completions, in an
-order shuffled per repeat (seeded), so drift in the machine's load hits both arms alike.
-Each burst reports throughput, TTFT p50 and ITL p50 as the client saw them; the result is
+order shuffled per repeat (seeded), so drift in the machine's load hits both arms alike;
+the server not being measured is paused (SIGSTOP), so only one of them runs at a time.
+Each burst reports throughput, TTFT p50 and time per output token (TPOT, the mean
+inter-token latency of a request) p50 as the client saw them; the result is
 each arm's mean with a 95% interval and, per repeat, the plugin arm's change against the
 baseline run next to it (paired), with its own interval.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import random
 import sys
@@ -46,8 +49,14 @@ from eagle_eye.snapshot import Snapshot
 ARMS = ("plugin", "baseline")
 INSTANCE_ID = "ab-plugin"
 THROUGHPUT_GOAL = 0.01
-"""The plugin may cost at most 1% of throughput (mean paired change)."""
-_METRICS = ("throughput_tok_s", "ttft_p50_ms", "itl_p50_ms")
+"""The plugin may cost at most 1% of throughput: met when the 95% interval of the
+paired change lies above -1%."""
+ENGINE_CPUS = "0"
+"""vLLM's CPU engine computes on core 0 only (its OpenMP threads bound there), leaving
+the other core to the API server, where the plugin runs, and to the load generator: like
+a GPU server, the engine is the bottleneck, and each burst does the same work on the
+same core instead of fighting the API server for both."""
+_METRICS = ("throughput_tok_s", "ttft_p50_ms", "tpot_p50_ms")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +80,19 @@ class Burst:
     """Snapshots the plugin published during the burst (0 for the baseline)."""
 
 
-async def _burst(server: VllmServer, arm: str, options: AbOptions, counter: list[int]) -> Burst:
+async def _burst(
+    servers: dict[str, VllmServer], arm: str, options: AbOptions, counter: list[int]
+) -> Burst:
+    """One burst on ``arm``'s server while the other server is paused (SIGSTOP)."""
+    server = servers[arm]
+    for name, other in servers.items():
+        if name != arm:
+            other.pause()
+    server.resume()
+    # A few requests first, not measured: the first steps after a pause are slow.
+    await run_burst(
+        server.url, SERVED_MODEL_NAME, requests=2, concurrency=2, max_tokens=8, tag="settle"
+    )
     before = await asyncio.to_thread(server.metrics)
     sent_before = counter[0]
     result = await run_burst(
@@ -115,12 +136,12 @@ async def _measure(
     bursts: list[Burst] = []
     try:
         for arm in ARMS:
-            await _burst(servers[arm], arm, options, counter)  # warm-up, not counted
+            await _burst(servers, arm, options, counter)  # warm-up, not counted
         for _ in range(options.repeats):
             order = list(ARMS)
             rng.shuffle(order)
             for arm in order:
-                bursts.append(await _burst(servers[arm], arm, options, counter))
+                bursts.append(await _burst(servers, arm, options, counter))
     finally:
         await subscriber.close()
     return bursts
@@ -133,20 +154,37 @@ def _arm_summary(bursts: list[Burst]) -> dict[str, Any]:
     }
 
 
+def _change(pairs: list[tuple[Burst, Burst]], metric: str) -> dict[str, float | int]:
+    """The plugin arm's relative change against the baseline burst of the same repeat:
+    the mean of log ratios with its interval, back as fractions (``-0.01`` is 1% lower).
+    Log ratios weigh a halving and a doubling alike and keep one odd burst from
+    dominating the mean, as plain ratios would."""
+    logs = [
+        math.log(getattr(p.result, metric) / getattr(b.result, metric))
+        for p, b in pairs
+        if getattr(p.result, metric) > 0 and getattr(b.result, metric) > 0
+    ]
+    interval = mean_ci95(logs)
+    return {
+        "mean": round(math.exp(interval.mean) - 1.0, 4),
+        "ci95_low": round(math.exp(interval.low) - 1.0, 4),
+        "ci95_high": round(math.exp(interval.high) - 1.0, 4),
+        "n": interval.n,
+    }
+
+
 def summarize(bursts: list[Burst]) -> dict[str, Any]:
     """The JSON report from the bursts (pure): per-arm intervals, paired changes, validity."""
     by_arm = {arm: [b for b in bursts if b.arm == arm] for arm in ARMS}
     pairs = list(zip(by_arm["plugin"], by_arm["baseline"], strict=True))
-    paired = {
-        f"{metric}_change": mean_ci95(
-            [getattr(p.result, metric) / getattr(b.result, metric) - 1.0 for p, b in pairs]
-        ).as_dict()
-        for metric in _METRICS
-    }
+    paired = {f"{metric}_change": _change(pairs, metric) for metric in _METRICS}
     change = paired["throughput_tok_s_change"]
     plugin_steps = sum(b.engine_steps for b in by_arm["plugin"])
     valid = all(b.result.errors == 0 and b.engine_tokens == b.result.output_tokens for b in bursts)
     return {
+        "bursts": [
+            {"arm": b.arm, **{m: round(getattr(b.result, m), 3) for m in _METRICS}} for b in bursts
+        ],
         "arms": {arm: _arm_summary(arm_bursts) for arm, arm_bursts in by_arm.items()},
         "paired": paired,
         "plugin_messages_per_step": round(
@@ -157,6 +195,7 @@ def summarize(bursts: list[Burst]) -> dict[str, Any]:
         "validity": {
             "valid": valid,
             "errors": sum(b.result.errors for b in bursts),
+            "error_kinds": sorted({kind for b in bursts for kind in b.result.error_kinds}),
             "client_tokens_equal_engine_tokens": all(
                 b.engine_tokens == b.result.output_tokens for b in bursts
             ),
@@ -165,11 +204,8 @@ def summarize(bursts: list[Burst]) -> dict[str, Any]:
             ),
         },
         "goal": {"throughput_loss_max": THROUGHPUT_GOAL},
-        "goal_met": bool(
-            valid
-            and change["ci95_low"] <= 0.0 <= change["ci95_high"]
-            and change["mean"] > -THROUGHPUT_GOAL
-        ),
+        # Met only when the interval shows it: 95% sure the plugin costs under 1%.
+        "goal_met": bool(valid and change["ci95_low"] > -THROUGHPUT_GOAL),
     }
 
 
@@ -178,7 +214,9 @@ def run_ab(options: AbOptions, *, max_num_seqs: int) -> dict[str, Any]:
     model_dir = ensure_tiny_model(options.vllm_python)
     args = ["--max-num-seqs", str(max_num_seqs)]
     with tempfile.TemporaryDirectory(prefix="eagle-eye-ab-") as tmp, EmbeddedNats() as nats:
+        engine_env = {"VLLM_CPU_OMP_THREADS_BIND": ENGINE_CPUS}
         env = {
+            **engine_env,
             "EAGLE_EYE_NATS_URL": nats.url,
             "EAGLE_EYE_INSTANCE_ID": INSTANCE_ID,
             "EAGLE_EYE_ENDPOINT": "http://127.0.0.1:8000",
@@ -190,9 +228,15 @@ def run_ab(options: AbOptions, *, max_num_seqs: int) -> dict[str, Any]:
             )
             servers["baseline"] = start_vllm_server(
                 options.vllm_python, model_dir, Path(tmp), name="baseline", plugins=False,
-                extra_args=args,
+                env=engine_env, extra_args=args,
             )  # fmt: skip
             bursts = asyncio.run(_measure(servers, nats.url, options))
+            if any(b.result.errors for b in bursts):
+                for name, server in servers.items():
+                    print(
+                        f"--- {name} server log (tail)\n{server.log_text()[-3000:]}",
+                        file=sys.stderr,
+                    )
         finally:
             for server in servers.values():
                 server.stop()
@@ -241,7 +285,7 @@ def plugin_ab(
     seed: int,
     vllm_python: str,
 ) -> None:
-    """vLLM with the plugin publishing vs without it: throughput, TTFT, ITL (A/B)."""
+    """vLLM with the plugin publishing vs without it: throughput, TTFT, TPOT (A/B)."""
     options = AbOptions(
         repeats=repeats,
         requests=requests,

@@ -11,9 +11,9 @@ from typing import Any
 
 
 def stop_process_group(proc: subprocess.Popen[Any], timeout_s: float) -> None:
-    """TERM the process group ``proc`` leads (started with ``start_new_session=True``),
-    then KILL it if it is still there after ``timeout_s``: peers such as the Rust routers
-    or vLLM leave children behind otherwise, and a benchmark must never hang on exit."""
+    """TERM the process group ``proc`` leads (see ``eagle_eye.children``), then KILL it
+    if it is still there after ``timeout_s``: peers such as the Rust routers or vLLM
+    leave children behind otherwise, and a benchmark must never hang on exit."""
     if proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):

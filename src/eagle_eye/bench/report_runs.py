@@ -35,6 +35,11 @@ JSON_BENCHMARKS: tuple[tuple[str, str, str], ...] = (
         "eagle_eye.bench.router",
         "Router added latency and max rate vs LiteLLM and the Rust routers.",
     ),
+    (
+        "plugin-ab",
+        "eagle_eye.bench.plugin_ab",
+        "Real vLLM with the plugin publishing vs without it: throughput, TTFT, TPOT.",
+    ),
     ("agent", "eagle_eye.bench.agent", "Agent `/metrics` parse cost vs prometheus_client."),
     ("sim", "eagle_eye.bench.sim", "Simulator steps/s per core and offline replay speed."),
     (

@@ -28,6 +28,7 @@ import aiohttp
 from eagle_eye.bench.processes import free_tcp_port, stop_process_group
 from eagle_eye.bench.router_backend import MODEL
 from eagle_eye.bench.router_load import CHAT_BODY, CHAT_PATH
+from eagle_eye.children import own_process_group
 
 LITELLM_VERSION: Final = "1.108.7"
 LITELLM_KEY: Final = "sk-eagle-eye-bench"
@@ -84,7 +85,7 @@ class Child:
             list(argv),
             stdout=self.log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            **own_process_group(),
             env={**inherited, **(env or {})},
         )
 

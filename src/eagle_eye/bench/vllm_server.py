@@ -29,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from eagle_eye.bench import tiny_model
 from eagle_eye.bench.processes import free_tcp_port
+from eagle_eye.children import own_process_group
 from eagle_eye.errors import EagleEyeError
 
 MODEL_SCRIPT = Path(tiny_model.__file__)
@@ -158,11 +159,22 @@ class VllmServer:
             f"vLLM server {self.name} not healthy within {timeout_s}s:\n" + self.log_text()[-6000:]
         )
 
+    def pause(self) -> None:
+        """SIGSTOP the whole server (API server and engine), so that nothing of it runs
+        while another server is measured on the same cores; ``resume`` undoes it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGCONT)
+
     def stop(self, timeout_s: float = 20.0) -> None:
         """TERM the process group, wait, then KILL the group and every descendant by PID."""
         if self._stopped:
             return
         self._stopped = True
+        self.resume()  # a paused server would not see the TERM
         descendants = _descendants(self.proc.pid)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGTERM)
@@ -245,7 +257,7 @@ def start_vllm_server(
             stderr=subprocess.STDOUT,
             env=vllm_env(cache_dir, env, plugins=plugins),
             cwd=work_dir,
-            start_new_session=True,
+            **own_process_group(),  # not a new session: see eagle_eye.children
         )
     server = VllmServer(proc=proc, port=port, log_path=log_path, name=name)
     begin = time.monotonic()

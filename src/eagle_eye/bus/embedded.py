@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
+from eagle_eye.children import own_process_group
 from eagle_eye.errors import EagleEyeError
 
 _LISTEN_RE = re.compile(rb"Listening for client connections on [^:\s]+:(\d+)")
@@ -95,7 +96,7 @@ class EmbeddedNats:
             args += ["-js", "-sd", self._store_dir.name]
         args += list(self._extra_args)
         self._proc = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **own_process_group()
         )
         port = self._wait_for_port(self._proc, timeout_s)
         self._port = port

@@ -12,17 +12,18 @@ import threading
 import aiohttp
 import pytest
 
+from eagle_eye.children import own_process_group
 from support import async_wait_for, wait_for
 
 
 def start_up() -> subprocess.Popen[bytes]:
-    """``eagle-eye up`` in its own session (so Ctrl-C can go to its process group)."""
+    """``eagle-eye up`` in its own process group (so Ctrl-C can go to that group)."""
     cli = "from eagle_eye.cli import main; main()"
     return subprocess.Popen(
         [sys.executable, "-c", cli, "up", "--port", "0", "--engines", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        start_new_session=True,
+        **own_process_group(),
         env={**os.environ, "EAGLE_EYE_LOG_LEVEL": "WARNING"},
     )
 

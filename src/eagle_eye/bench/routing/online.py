@@ -30,6 +30,7 @@ from eagle_eye.bench.routing.metrics import LoadSample, RequestResult
 from eagle_eye.bench.routing.replay import LoadRecorder, ReplayConfig, replay
 from eagle_eye.bench.routing.trace import TraceRequest
 from eagle_eye.bus.embedded import EmbeddedNats
+from eagle_eye.children import own_process_group
 from eagle_eye.errors import EagleEyeError
 
 EAGLE_EYE = "eagle-eye"
@@ -89,7 +90,7 @@ class _Child:
     def start(self) -> None:
         env = dict(os.environ, **(self.env or {}))
         self.proc = subprocess.Popen(
-            self.argv, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            self.argv, stdout=self._log, stderr=subprocess.STDOUT, env=env, **own_process_group()
         )
 
     def check_alive(self) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from eagle_eye.children import own_process_group
 from eagle_eye.publish.agent.config import AgentConfig, EngineTarget
 from eagle_eye.publish.agent.engines import EngineKind
 from eagle_eye.snapshot import EngineState
@@ -65,7 +66,7 @@ def ray_serve() -> Iterator[RayServe]:
                 stdout=subprocess.PIPE,
                 stderr=log,
                 env=env,
-                start_new_session=True,
+                **own_process_group(),
             )
         try:
             assert proc.stdout is not None
