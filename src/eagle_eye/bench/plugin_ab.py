@@ -78,6 +78,12 @@ class Burst:
     engine_steps: float
     messages: int
     """Snapshots the plugin published during the burst (0 for the baseline)."""
+    api_server_cpu_s: float = 0.0
+    """CPU the API server process (where the plugin runs) used during the burst."""
+
+    @property
+    def api_server_cpu_us_per_step(self) -> float:
+        return self.api_server_cpu_s / self.engine_steps * 1e6 if self.engine_steps else 0.0
 
 
 async def _burst(
@@ -94,6 +100,7 @@ async def _burst(
         server.url, SERVED_MODEL_NAME, requests=2, concurrency=2, max_tokens=8, tag="settle"
     )
     before = await asyncio.to_thread(server.metrics)
+    cpu_before_s = server.api_server_cpu_s()
     sent_before = counter[0]
     result = await run_burst(
         server.url,
@@ -103,6 +110,7 @@ async def _burst(
         max_tokens=options.max_tokens,
         tag=arm,
     )
+    cpu_s = server.api_server_cpu_s() - cpu_before_s
     after = await asyncio.to_thread(server.metrics)
 
     def delta(name: str) -> float:
@@ -114,6 +122,7 @@ async def _burst(
         engine_tokens=delta("vllm:generation_tokens_total"),
         engine_steps=delta("vllm:iteration_tokens_total_count"),
         messages=counter[0] - sent_before if arm == "plugin" else 0,
+        api_server_cpu_s=cpu_s,
     )
 
 
@@ -187,6 +196,14 @@ def summarize(bursts: list[Burst]) -> dict[str, Any]:
         ],
         "arms": {arm: _arm_summary(arm_bursts) for arm, arm_bursts in by_arm.items()},
         "paired": paired,
+        # Where the cost goes: CPU of the process the plugin runs in, per engine step.
+        "api_server_cpu_us_per_step": {
+            arm: mean_ci95([b.api_server_cpu_us_per_step for b in arm_bursts]).as_dict()
+            for arm, arm_bursts in by_arm.items()
+        },
+        "api_server_cpu_us_per_step_added": mean_ci95(
+            [p.api_server_cpu_us_per_step - b.api_server_cpu_us_per_step for p, b in pairs]
+        ).as_dict(),
         "plugin_messages_per_step": round(
             sum(b.messages for b in by_arm["plugin"]) / plugin_steps, 3
         )
@@ -256,7 +273,7 @@ def run_ab(options: AbOptions, *, max_num_seqs: int) -> dict[str, Any]:
 
 @click.command("plugin-ab")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the default).")
-@click.option("--repeats", type=click.IntRange(min=2), default=6, show_default=True)
+@click.option("--repeats", type=click.IntRange(min=2), default=12, show_default=True)
 @click.option(
     "--concurrency", type=click.IntRange(min=1), default=16, show_default=True,
     help="Streaming requests per burst (also vLLM's --max-num-seqs).",

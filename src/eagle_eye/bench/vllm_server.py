@@ -130,6 +130,14 @@ class VllmServer:
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()
 
+    def api_server_cpu_s(self) -> float:
+        """CPU time (user + system, all threads) of the API server process so far: where
+        vLLM's stat loggers, and so our plugin and its sender thread, run. The engine
+        core and its workers are child processes and not counted."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of stat(5)
+        return (utime + stime) / os.sysconf("SC_CLK_TCK")
+
     def metrics(self) -> dict[str, float]:
         """vLLM's own /metrics: sample name -> value summed over label sets."""
         status, body = self.get("/metrics")

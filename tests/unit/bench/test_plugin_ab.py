@@ -11,7 +11,9 @@ from eagle_eye.bench.plugin_ab import Burst, summarize
 from eagle_eye.bench.stream_load import BurstResult
 
 
-def _burst(arm: str, tok_s: float, *, tokens: int = 1000, engine: int = 1000) -> Burst:
+def _burst(
+    arm: str, tok_s: float, *, tokens: int = 1000, engine: int = 1000, cpu_s: float = 0.2
+) -> Burst:
     result = BurstResult(
         requests=10,
         errors=0,
@@ -23,7 +25,14 @@ def _burst(arm: str, tok_s: float, *, tokens: int = 1000, engine: int = 1000) ->
         tpot_p50_ms=3.0,
         client_cpu_s=0.1,
     )
-    return Burst(arm=arm, result=result, engine_tokens=engine, engine_steps=100, messages=95)
+    return Burst(
+        arm=arm,
+        result=result,
+        engine_tokens=engine,
+        engine_steps=100,
+        messages=95,
+        api_server_cpu_s=cpu_s,
+    )
 
 
 def test_an_interval_uses_students_t() -> None:
@@ -56,3 +65,12 @@ def test_tokens_the_engine_did_not_count_make_the_run_invalid() -> None:
     assert not report["validity"]["valid"]
     assert not report["validity"]["client_tokens_equal_engine_tokens"]
     assert not report["goal_met"]
+
+
+def test_the_api_servers_added_cpu_is_paired_per_step() -> None:
+    # 100 steps per burst: 0.25 s vs 0.2 s of API-server CPU is 500 us more per step.
+    bursts = [b for _ in range(3) for b in (
+        _burst("plugin", 1000.0, cpu_s=0.25), _burst("baseline", 1000.0, cpu_s=0.2))]  # fmt: skip
+    report = summarize(bursts)
+    assert report["api_server_cpu_us_per_step"]["baseline"]["mean"] == pytest.approx(2000.0)
+    assert report["api_server_cpu_us_per_step_added"]["mean"] == pytest.approx(500.0)
