@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import os
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -63,14 +64,35 @@ def free_tcp_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+LOWEST_BLOCK_PORT = 10000
+
+
+def _ephemeral_ports() -> range:
+    """The ports the kernel hands out as source ports of outgoing connections."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    return range(low, high + 1)
+
+
 def free_tcp_port_block(count: int, host: str = "127.0.0.1") -> int:
     """The first of ``count`` consecutive free ports (for ``--base-port`` style flags).
 
-    A kernel-chosen port says nothing about its neighbours, which outgoing connections
-    may be using; this binds the whole block at once before handing out its first port.
+    The block lies below the kernel's ephemeral range. Inside it, a free block can be
+    taken between this check and the server's bind by any outgoing connection's source
+    port, the test's own included: polling ``base + 1`` before the server has bound
+    ``base`` once drew ``base`` as its source port, and the server failed with "address
+    already in use". Below the range only an explicit bind can take a port. The search
+    starts at a place derived from the process id, so concurrent test runs spread out.
     """
-    for _ in range(100):
-        first = free_tcp_port(host)
+    ephemeral = _ephemeral_ports()
+    span = ephemeral.start - LOWEST_BLOCK_PORT - count
+    if span <= 0:
+        raise RuntimeError(f"no room below the ephemeral ports {ephemeral} for {count} ports")
+    offset = os.getpid() % span
+    for step in range(span):
+        first = LOWEST_BLOCK_PORT + (offset + step) % span
         socks: list[socket.socket] = []
         try:
             for port in range(first, first + count):
