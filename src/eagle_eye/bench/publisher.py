@@ -50,6 +50,7 @@ from eagle_eye.bench.publisher_timing import (
     phase_keys,
     total_goal_met,
 )
+from eagle_eye.bench.tiny_model import ARCHITECTURE, VOCAB_SIZE
 from eagle_eye.bus.embedded import EmbeddedNatsError, find_nats_server
 
 
@@ -58,16 +59,7 @@ def tiny_vllm_config(work_dir: Path) -> Any:
     from transformers import LlamaConfig
     from vllm.engine.arg_utils import EngineArgs
 
-    LlamaConfig(
-        vocab_size=1024,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=32,
-        max_position_embeddings=512,
-    ).save_pretrained(work_dir)
+    LlamaConfig(vocab_size=VOCAB_SIZE, **ARCHITECTURE).save_pretrained(work_dir)
     args = EngineArgs(
         model=str(work_dir),
         served_model_name=["tiny-llama"],

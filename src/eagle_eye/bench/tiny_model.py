@@ -19,6 +19,16 @@ from pathlib import Path
 
 SEED = 20260101
 VOCAB_SIZE = 1024
+ARCHITECTURE = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "max_position_embeddings": 512,
+}
+"""``LlamaConfig`` arguments of the tiny model (also used for weightless vLLM configs)."""
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
     "<|{{ message['role'] }}|>\n{{ message['content'] }}</s>\n"
@@ -65,13 +75,7 @@ def main(out_dir: str) -> None:
     torch.manual_seed(SEED)
     config = LlamaConfig(
         vocab_size=len(fast),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=32,
-        max_position_embeddings=512,
+        **ARCHITECTURE,
         bos_token_id=fast.bos_token_id,
         eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id,
